@@ -136,7 +136,7 @@ type TaskResult struct {
 	// Routes are the triggers chosen by the node's routers.
 	Routes []Trigger `json:"routes,omitempty"`
 	// Interrupts are pending when Status is NodeInterrupted.
-	Interrupts []Interrupt `json:"interrupts,omitempty"`
+	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
 	// Resume holds the values supplied for this task's interrupts, by
 	// interrupt id; the task's next execution receives them.
 	Resume map[string]json.RawMessage `json:"resume,omitempty"`
@@ -157,8 +157,8 @@ type TaskStatus struct {
 	Error    string     `json:"error,omitempty"`
 }
 
-// Interrupt is a pause requested by a node through [Interrupt].
-type Interrupt struct {
+// InterruptInfo is a pause requested by a node through [Interrupt].
+type InterruptInfo struct {
 	// ID identifies the interrupt when resuming with one value per
 	// interrupt.
 	ID     string          `json:"id"`

@@ -1,0 +1,331 @@
+package pregel
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Errors of runs.
+var (
+	// ErrInvalidInput is wrapped when a run's input is rejected.
+	ErrInvalidInput = errors.New("pregel: invalid input")
+	// ErrStepLimit is wrapped when a run reaches its superstep limit.
+	ErrStepLimit = errors.New("pregel: superstep limit reached")
+	// ErrWriteConflict is wrapped when two tasks of one superstep write a
+	// channel that has no reducer.
+	ErrWriteConflict = errors.New("pregel: conflicting writes")
+	// ErrInvalidResume is wrapped when resume values do not match the
+	// run's pending interrupts.
+	ErrInvalidResume = errors.New("pregel: invalid resume")
+)
+
+// NodeError reports the node that failed a run.
+type NodeError struct {
+	Node     string
+	TaskID   string
+	Step     int
+	Attempts int
+	Message  string
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("node %q failed in step %d after %d attempt(s): %s", e.Node, e.Step, e.Attempts, e.Message)
+}
+
+// Start builds the step 0 checkpoint of a run from its input, a JSON object
+// of channel values. Input that names no channel of the state or does not
+// fit it is rejected with an error wrapping ErrInvalidInput.
+func (g *Graph) Start(ctx context.Context, runID string, input json.RawMessage) (*Checkpoint, error) {
+	if runID == "" {
+		return nil, fmt.Errorf("%w: run id is empty", ErrInvalidInput)
+	}
+	var in map[string]json.RawMessage
+	if len(bytes.TrimSpace(input)) > 0 {
+		if err := json.Unmarshal(input, &in); err != nil {
+			return nil, fmt.Errorf("%w: input must be a JSON object of channel values: %w", ErrInvalidInput, err)
+		}
+	}
+	cp := &Checkpoint{RunID: runID, Graph: g.name, Values: make(map[string]json.RawMessage, len(in)), Versions: make(map[string]int, len(in))}
+	for _, ch := range slices.Sorted(maps.Keys(in)) {
+		if !slices.Contains(g.channels, ch) {
+			return nil, fmt.Errorf("%w: %q is not a channel of graph %q; channels are %s", ErrInvalidInput, ch, g.name, strings.Join(g.channels, ", "))
+		}
+		v, err := g.reduceOne(ch, nil, in[ch])
+		if err != nil {
+			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)
+		}
+		cp.Values[ch], cp.Versions[ch] = v, 0
+	}
+	if err := g.checkInput(cp.Values); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	next := newFrontier()
+	for _, to := range g.edges[Start] {
+		next.edge(to, Start)
+	}
+	if g.startRoutes != nil {
+		ts, err := g.startRoutes(ctx, cp.Values)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
+		for _, t := range ts {
+			next.add(t)
+		}
+	}
+	cp.Next = next.list
+	return cp, nil
+}
+
+// Plan returns the tasks of the superstep after cp, in the order their
+// results will be applied. Task ids are derived from the run, step, node
+// and trigger, so planning the same checkpoint always gives the same ids.
+func (g *Graph) Plan(cp *Checkpoint) []Task {
+	step := cp.Step + 1
+	tasks := make([]Task, len(cp.Next))
+	for i, tr := range cp.Next {
+		tasks[i] = Task{ID: taskID(cp.RunID, step, i, tr), RunID: cp.RunID, Step: step, Index: i, Trigger: tr}
+	}
+	return tasks
+}
+
+func taskID(runID string, step, index int, tr Trigger) string {
+	h := sha256.New()
+	var buf [20]byte
+	h.Write([]byte(runID))
+	h.Write([]byte{0})
+	h.Write(strconv.AppendInt(buf[:0], int64(step), 10))
+	h.Write([]byte{0})
+	h.Write([]byte(tr.Node))
+	h.Write([]byte{0})
+	h.Write(strconv.AppendInt(buf[:0], int64(index), 10))
+	if tr.Send {
+		h.Write([]byte{1})
+		h.Write(tr.Arg)
+	}
+	if tr.Failure != nil {
+		h.Write([]byte{2})
+		h.Write([]byte(tr.Failure.Node))
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:12])
+}
+
+// Execute runs one task against a snapshot of the state (the Values of the
+// checkpoint it was planned from) and returns its result. resume holds
+// values for the task's interrupts, by interrupt id; it may be nil. Execute
+// records nothing; node failures are reported in the result, not as errors.
+func (g *Graph) Execute(ctx context.Context, t Task, values map[string]json.RawMessage, resume map[string]json.RawMessage) TaskResult {
+	res, _ := g.execute(ctx, t, values, resume)
+	return res
+}
+
+func (g *Graph) execute(ctx context.Context, t Task, values map[string]json.RawMessage, resume map[string]json.RawMessage) (TaskResult, *taskContext) {
+	n := g.nodes[t.Node()]
+	tc := &taskContext{info: TaskInfo{RunID: t.RunID, Step: t.Step, TaskID: t.ID, Node: t.Node()}, trigger: t.Trigger, resume: resume}
+	if n == nil {
+		return TaskResult{TaskID: t.ID, Node: t.Node(), Status: NodeFailed, Error: fmt.Sprintf("graph %q has no node %q", g.name, t.Node())}, tc
+	}
+	res := n.run(withTask(ctx, tc), tc, values)
+	res.DrainRequest = tc.drainRequest()
+	if len(resume) > 0 && res.Status == NodeInterrupted {
+		res.Resume = resume
+	}
+	return res, tc
+}
+
+// Outcome is the result of applying a superstep.
+type Outcome struct {
+	// Status is RunRunning or RunCompleted when the step can be
+	// committed (Checkpoint is then set), RunInterrupted when a task
+	// waits for a value, RunFailed when the run fails (Err says why).
+	Status     RunStatus
+	Checkpoint *Checkpoint
+	Interrupts []InterruptInfo
+	Err        error
+}
+
+// Apply combines the results of the tasks planned from cp into the next
+// checkpoint. Results are applied in plan order whatever order they came
+// in, so concurrency never changes the outcome. It returns an error only
+// when results are missing or do not belong to tasks.
+func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outcome, error) {
+	byID := make(map[string]*TaskResult, len(results))
+	for i := range results {
+		byID[results[i].TaskID] = &results[i]
+	}
+	ordered := make([]*TaskResult, len(tasks))
+	var interrupts []InterruptInfo
+	for i, t := range tasks {
+		r := byID[t.ID]
+		if r == nil {
+			return Outcome{}, fmt.Errorf("pregel: apply step %d of run %q: no result for task %s (node %q)", t.Step, t.RunID, t.ID, t.Node())
+		}
+		ordered[i] = r
+		switch r.Status {
+		case NodeFailed:
+			if n := g.nodes[t.Node()]; n == nil || n.onError == "" {
+				return Outcome{Status: RunFailed, Err: &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: r.Error}}, nil
+			}
+		case NodeInterrupted:
+			interrupts = append(interrupts, r.Interrupts...)
+		case NodeCompleted, NodeSkipped, NodeCancelled:
+		default:
+			return Outcome{}, fmt.Errorf("pregel: apply step %d of run %q: task %s has status %q", t.Step, t.RunID, t.ID, r.Status)
+		}
+	}
+	if len(interrupts) > 0 {
+		return Outcome{Status: RunInterrupted, Interrupts: interrupts}, nil
+	}
+
+	step := cp.Step + 1
+	next := &Checkpoint{
+		RunID: cp.RunID, Graph: cp.Graph, Step: step,
+		Values: cp.Values, Versions: cp.Versions, Barriers: cp.Barriers,
+		Counters: cp.Counters, Tasks: make([]TaskStatus, 0, len(tasks)),
+	}
+	written := make(map[string]string) // last-value channel -> node
+	copied := false
+	frontier := newFrontier()
+	barriersCopied := false
+	for i, t := range tasks {
+		r := ordered[i]
+		next.Tasks = append(next.Tasks, TaskStatus{TaskID: t.ID, Node: t.Node(), Status: r.Status, Reason: r.Reason, Attempts: r.Attempts, Error: r.Error})
+		next.Counters.add(r.Status)
+		if next.DrainRequest == "" {
+			next.DrainRequest = r.DrainRequest
+		}
+		from := t.Node()
+		switch r.Status {
+		case NodeCancelled:
+			continue
+		case NodeFailed: // routed to its handler (checked above)
+			frontier.add(Trigger{Node: g.nodes[from].onError, From: []string{from}, Failure: &Failure{Node: from, Attempts: r.Attempts, Error: r.Error}})
+			continue
+		}
+		for _, ch := range slices.Sorted(maps.Keys(r.Writes)) {
+			if !slices.Contains(g.channels, ch) {
+				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("wrote %q, which is not a channel of the state", ch)}}, nil
+			}
+			if g.lastValue[ch] {
+				if other, dup := written[ch]; dup {
+					return Outcome{Status: RunFailed, Err: fmt.Errorf("%w: channel %q was written by nodes %q and %q in step %d; give it a reducer (e.g. `reduce:\"append\"`) or let one node write it", ErrWriteConflict, ch, other, from, step)}, nil
+				}
+				written[ch] = from
+			}
+			if !copied {
+				next.Values, next.Versions, copied = maps.Clone(cp.Values), maps.Clone(cp.Versions), true
+				if next.Values == nil {
+					next.Values, next.Versions = map[string]json.RawMessage{}, map[string]int{}
+				}
+			}
+			v, err := g.reduceOne(ch, next.Values[ch], r.Writes[ch])
+			if err != nil {
+				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("channel %q: %v", ch, err)}}, nil
+			}
+			next.Values[ch], next.Versions[ch] = v, step
+		}
+		for _, to := range g.edges[from] {
+			frontier.edge(to, from)
+		}
+		for _, tr := range r.Routes {
+			frontier.add(tr)
+		}
+		for _, ji := range g.joinsOf[from] {
+			j := g.joins[ji]
+			if !barriersCopied {
+				next.Barriers, barriersCopied = make(map[string][]string, len(cp.Barriers)+1), true
+				for k, v := range cp.Barriers {
+					next.Barriers[k] = slices.Clone(v)
+				}
+			}
+			key := joinKey(ji, j.To)
+			if !slices.Contains(next.Barriers[key], from) {
+				next.Barriers[key] = append(next.Barriers[key], from)
+			}
+			if len(next.Barriers[key]) == len(j.From) {
+				frontier.edge(j.To, next.Barriers[key]...)
+				delete(next.Barriers, key)
+			}
+		}
+	}
+	if barriersCopied && len(next.Barriers) == 0 {
+		next.Barriers = nil
+	}
+	next.Next = frontier.list
+	status := RunRunning
+	if next.Done() {
+		status = RunCompleted
+	}
+	return Outcome{Status: status, Checkpoint: next}, nil
+}
+
+func joinKey(i int, to string) string { return strconv.Itoa(i) + ":" + to }
+
+// frontier collects the triggers of the next step: one per edge-triggered
+// node, one per Send or failure.
+type frontier struct {
+	list   []Trigger
+	byNode map[string]int
+}
+
+func newFrontier() *frontier { return &frontier{} }
+
+func (f *frontier) edge(to string, from ...string) {
+	f.add(Trigger{Node: to, From: from})
+}
+
+func (f *frontier) add(t Trigger) {
+	if t.Send || t.Failure != nil {
+		f.list = append(f.list, t)
+		return
+	}
+	if i, ok := f.byNode[t.Node]; ok {
+		for _, p := range t.From {
+			if !slices.Contains(f.list[i].From, p) {
+				f.list[i].From = append(f.list[i].From, p)
+			}
+		}
+		return
+	}
+	if f.byNode == nil {
+		f.byNode = make(map[string]int)
+	}
+	f.byNode[t.Node] = len(f.list)
+	t.From = slices.Clone(t.From)
+	f.list = append(f.list, t)
+}
+
+func (g *Graph) reduceOne(ch string, cur, update json.RawMessage) (json.RawMessage, error) {
+	if r := g.reducers[ch]; r != nil {
+		return r(cur, update)
+	}
+	if !json.Valid(update) {
+		return nil, errors.New("value is not valid JSON")
+	}
+	return update, nil
+}
+
+// reduce returns values with writes applied, leaving values unchanged.
+func (g *Graph) reduce(values, writes map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+	out := maps.Clone(values)
+	if out == nil {
+		out = make(map[string]json.RawMessage, len(writes))
+	}
+	for ch, w := range writes {
+		v, err := g.reduceOne(ch, out[ch], w)
+		if err != nil {
+			return nil, fmt.Errorf("channel %q: %w", ch, err)
+		}
+		out[ch] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,50 @@
+package pregel
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EventType names what an Event reports.
+type EventType string
+
+// Event types, in the order a run emits them.
+const (
+	EventRunStarted   EventType = "run_started"
+	EventStepStarted  EventType = "step_started"
+	EventNodeStarted  EventType = "node_started"
+	EventNodeFinished EventType = "node_finished"
+	EventStateUpdated EventType = "state_updated"
+	EventStepFinished EventType = "step_finished"
+	EventInterrupted  EventType = "interrupted"
+	EventRunFinished  EventType = "run_finished"
+)
+
+// Event tells an observer what a run is doing. Observers are called one at
+// a time, from the goroutines running the step; they must be quick.
+type Event struct {
+	Type   EventType `json:"type"`
+	RunID  string    `json:"run_id"`
+	Graph  string    `json:"graph"`
+	Step   int       `json:"step"`
+	Time   time.Time `json:"time"`
+	Node   string    `json:"node,omitempty"`
+	TaskID string    `json:"task_id,omitempty"`
+	// Status is set on EventNodeFinished.
+	Status   NodeStatus `json:"status,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Attempts int        `json:"attempts,omitempty"`
+	// Tasks is the number of tasks, on EventStepStarted.
+	Tasks int `json:"tasks,omitempty"`
+	// Writes are a node's writes on EventNodeFinished; Values are the
+	// channels changed by the step on EventStateUpdated.
+	Writes map[string]json.RawMessage `json:"writes,omitempty"`
+	Values map[string]json.RawMessage `json:"values,omitempty"`
+	// RunStatus is set on EventRunFinished.
+	RunStatus  RunStatus       `json:"run_status,omitempty"`
+	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
+}
+
+// Observer receives a run's events.
+type Observer func(Event)

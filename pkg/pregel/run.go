@@ -1,0 +1,408 @@
+package pregel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// RunOption configures Run and Resume.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	runID     string
+	store     Checkpointer
+	control   *Control
+	observer  Observer
+	resumeAll json.RawMessage
+	resumeIDs map[string]json.RawMessage
+	resumeErr error
+	drainSink func(reason string)
+}
+
+// WithRunID sets the run's id (default: a random one).
+func WithRunID(id string) RunOption { return func(c *runConfig) { c.runID = id } }
+
+// WithStore sets where checkpoints go (default: a new MemoryStore).
+func WithStore(s Checkpointer) RunOption { return func(c *runConfig) { c.store = s } }
+
+// WithControl lets the caller drain or cancel the run.
+func WithControl(ctl *Control) RunOption { return func(c *runConfig) { c.control = ctl } }
+
+// WithObserver receives the run's events.
+func WithObserver(o Observer) RunOption { return func(c *runConfig) { c.observer = o } }
+
+// WithResume answers every pending interrupt of the run with v.
+func WithResume(v any) RunOption {
+	return func(c *runConfig) {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			c.resumeErr = fmt.Errorf("%w: encode resume value: %w", ErrInvalidResume, err)
+		}
+		c.resumeAll = raw
+	}
+}
+
+// WithResumeByID answers pending interrupts one by one, by interrupt id.
+func WithResumeByID(values map[string]any) RunOption {
+	return func(c *runConfig) {
+		c.resumeIDs = make(map[string]json.RawMessage, len(values))
+		for id, v := range values {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				c.resumeErr = fmt.Errorf("%w: encode resume value for %s: %w", ErrInvalidResume, id, err)
+			}
+			c.resumeIDs[id] = raw
+		}
+	}
+}
+
+// Result is where a run stands when Run or Resume returns.
+type Result struct {
+	RunID  string    `json:"run_id"`
+	Graph  string    `json:"graph"`
+	Status RunStatus `json:"status"`
+	// Step is the last committed step.
+	Step     int                        `json:"step"`
+	Values   map[string]json.RawMessage `json:"values"`
+	Counters Counters                   `json:"counters"`
+	// Interrupts are pending when Status is RunInterrupted.
+	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
+	// DrainReason is set when a drain was requested, even if the run
+	// completed before it could drain.
+	DrainReason string `json:"drain_reason,omitempty"`
+	// Err says why a failed run failed.
+	Err error `json:"-"`
+}
+
+// Decode stores the run's state in v, a pointer to the state struct.
+func (r *Result) Decode(v any) error {
+	raw, err := json.Marshal(r.Values)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, v)
+}
+
+func newConfig(opts []RunOption) *runConfig {
+	c := &runConfig{}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.store == nil {
+		c.store = NewMemoryStore()
+	}
+	if c.control == nil {
+		c.control = &Control{}
+	}
+	return c
+}
+
+// NewRunID returns a random run id.
+func NewRunID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run starts a run with input (a partial state S, or its JSON) and drives
+// it until it completes, fails, is interrupted, drained or cancelled. The
+// returned error is non-nil only when the run failed or could not be
+// stored; the Result says where the run stands in every other case.
+func (g *Graph) Run(ctx context.Context, input any, opts ...RunOption) (*Result, error) {
+	cfg := newConfig(opts)
+	if cfg.runID == "" {
+		cfg.runID = NewRunID()
+	}
+	raw, err := inputJSON(input)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := g.Start(ctx, cfg.runID, raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.store.Commit(ctx, cp); err != nil {
+		if errors.Is(err, ErrStepConflict) {
+			return nil, fmt.Errorf("pregel: run %q already exists; resume it instead: %w", cfg.runID, err)
+		}
+		return nil, fmt.Errorf("pregel: store step 0 of run %q: %w", cfg.runID, err)
+	}
+	return g.drive(ctx, cfg, cp, nil)
+}
+
+func inputJSON(input any) (json.RawMessage, error) {
+	switch v := input.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return v, nil
+	case []byte:
+		return v, nil
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode input: %w", ErrInvalidInput, err)
+	}
+	// Zero fields of a typed input are not writes.
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) == nil {
+		for k, v := range m {
+			if isNull(v) {
+				delete(m, k)
+			}
+		}
+		return json.Marshal(m)
+	}
+	return raw, nil
+}
+
+// Resume continues a run from its last committed step in the store given
+// with WithStore: after a drain, a crash, or an interrupt (answered with
+// WithResume or WithResumeByID). Tasks whose results were recorded are not
+// run again.
+func (g *Graph) Resume(ctx context.Context, runID string, opts ...RunOption) (*Result, error) {
+	cfg := newConfig(opts)
+	cfg.runID = runID
+	if cfg.resumeErr != nil {
+		return nil, cfg.resumeErr
+	}
+	cp, err := cfg.store.Load(ctx, runID, Latest)
+	if err != nil {
+		return nil, fmt.Errorf("pregel: resume run %q: %w", runID, err)
+	}
+	if cp.Graph != g.name {
+		return nil, fmt.Errorf("pregel: run %q belongs to graph %q, not %q", runID, cp.Graph, g.name)
+	}
+	pending, err := cfg.store.PendingTasks(ctx, runID, cp.Step+1)
+	if err != nil {
+		return nil, fmt.Errorf("pregel: resume run %q: %w", runID, err)
+	}
+	if pending, err = g.answer(ctx, cfg, cp, pending); err != nil {
+		return nil, err
+	}
+	return g.drive(ctx, cfg, cp, pending)
+}
+
+// answer attaches resume values to the pending interrupted tasks and
+// records them, so a crash after this point does not lose them.
+func (g *Graph) answer(ctx context.Context, cfg *runConfig, cp *Checkpoint, pending []TaskResult) ([]TaskResult, error) {
+	var waiting []string
+	known := map[string]bool{}
+	for _, p := range pending {
+		for _, in := range p.Interrupts {
+			known[in.ID] = true
+			if _, ok := p.Resume[in.ID]; !ok {
+				waiting = append(waiting, in.ID)
+			}
+		}
+	}
+	for id := range cfg.resumeIDs {
+		if !known[id] {
+			return nil, fmt.Errorf("%w: run %q has no pending interrupt %q; pending: %s", ErrInvalidResume, cp.RunID, id, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+		}
+	}
+	if len(waiting) == 0 {
+		return pending, nil
+	}
+	if cfg.resumeAll == nil && len(cfg.resumeIDs) == 0 {
+		return nil, fmt.Errorf("%w: run %q waits for a value for interrupt(s) %s; resume it with a value", ErrInvalidResume, cp.RunID, strings.Join(waiting, ", "))
+	}
+	out := slices.Clone(pending)
+	for i, p := range out {
+		if p.Status != NodeInterrupted {
+			continue
+		}
+		resume := maps.Clone(p.Resume)
+		for _, in := range p.Interrupts {
+			v, ok := cfg.resumeIDs[in.ID]
+			if !ok && cfg.resumeAll != nil {
+				v, ok = cfg.resumeAll, true
+			}
+			if ok {
+				if resume == nil {
+					resume = make(map[string]json.RawMessage)
+				}
+				resume[in.ID] = v
+			}
+		}
+		p.Resume = resume
+		stored, err := cfg.store.RecordTask(ctx, cp.RunID, cp.Step+1, p)
+		if err != nil {
+			return nil, fmt.Errorf("pregel: record resume value of run %q: %w", cp.RunID, err)
+		}
+		out[i] = stored
+	}
+	return out, nil
+}
+
+// emitter serialises a run's events.
+type emitter struct {
+	mu    sync.Mutex
+	fn    Observer
+	run   string
+	graph string
+}
+
+func (e *emitter) emit(ev Event) {
+	if e.fn == nil {
+		return
+	}
+	ev.RunID, ev.Graph, ev.Time = e.run, e.graph, time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fn(ev)
+}
+
+// drive runs supersteps from cp until the run stops.
+func (g *Graph) drive(ctx context.Context, cfg *runConfig, cp *Checkpoint, pending []TaskResult) (*Result, error) {
+	ctx, cancel := cfg.control.bind(ctx)
+	defer cancel()
+	em := &emitter{fn: cfg.observer, run: cp.RunID, graph: g.name}
+	em.emit(Event{Type: EventRunStarted, Step: cp.Step})
+	finish := func(status RunStatus, interrupts []InterruptInfo, err error) (*Result, error) {
+		res := &Result{RunID: cp.RunID, Graph: g.name, Status: status, Step: cp.Step, Values: cp.Values, Counters: cp.Counters, Interrupts: interrupts, Err: err}
+		res.DrainReason, _ = cfg.control.DrainRequested()
+		ev := Event{Type: EventRunFinished, Step: cp.Step, RunStatus: status, Interrupts: interrupts, Reason: res.DrainReason}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		em.emit(ev)
+		return res, err
+	}
+	for {
+		if ctx.Err() != nil {
+			return finish(RunCancelled, nil, nil)
+		}
+		tasks := g.Plan(cp)
+		if len(tasks) == 0 {
+			return finish(RunCompleted, nil, nil)
+		}
+		if _, ok := cfg.control.DrainRequested(); ok {
+			return finish(RunDrained, nil, nil)
+		}
+		if cp.Step >= g.maxSteps {
+			return finish(RunFailed, nil, fmt.Errorf("%w: run %q reached %d supersteps with work left; raise the limit with pregel.MaxSteps if the loop is meant to run longer", ErrStepLimit, cp.RunID, g.maxSteps))
+		}
+		em.emit(Event{Type: EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
+		results, err := g.runStep(ctx, cfg, em, cp, tasks, pending)
+		pending = nil
+		if ctx.Err() != nil {
+			return finish(RunCancelled, nil, nil)
+		}
+		if err != nil {
+			return finish(RunFailed, nil, err)
+		}
+		out, err := g.Apply(cp, tasks, results)
+		if err != nil {
+			return finish(RunFailed, nil, err)
+		}
+		switch out.Status {
+		case RunInterrupted:
+			em.emit(Event{Type: EventInterrupted, Step: cp.Step + 1, Interrupts: out.Interrupts})
+			return finish(RunInterrupted, out.Interrupts, nil)
+		case RunFailed:
+			return finish(RunFailed, nil, out.Err)
+		}
+		if err := cfg.store.Commit(ctx, out.Checkpoint); err != nil {
+			if ctx.Err() != nil {
+				return finish(RunCancelled, nil, nil)
+			}
+			return finish(RunFailed, nil, fmt.Errorf("pregel: commit step %d of run %q: %w", out.Checkpoint.Step, cp.RunID, err))
+		}
+		cp = out.Checkpoint
+		if em.fn != nil {
+			changed := make(map[string]json.RawMessage)
+			for _, ch := range cp.Changed() {
+				changed[ch] = cp.Values[ch]
+			}
+			if len(changed) > 0 {
+				em.emit(Event{Type: EventStateUpdated, Step: cp.Step, Values: changed})
+			}
+			em.emit(Event{Type: EventStepFinished, Step: cp.Step, Tasks: len(tasks)})
+		}
+		if r := cp.DrainRequest; r != "" {
+			if cfg.drainSink != nil {
+				cfg.drainSink(r)
+			} else {
+				cfg.control.RequestDrain(r)
+			}
+		}
+	}
+}
+
+// runStep executes the tasks of one step, reusing recorded results. With
+// more than one task, each result is recorded as it finishes so a crash
+// keeps the finished ones; interrupted and failed results are always
+// recorded.
+func (g *Graph) runStep(ctx context.Context, cfg *runConfig, em *emitter, cp *Checkpoint, tasks []Task, pending []TaskResult) ([]TaskResult, error) {
+	results := make([]TaskResult, len(tasks))
+	resume := make(map[string]map[string]json.RawMessage)
+	recorded := make(map[string]TaskResult, len(pending))
+	for _, p := range pending {
+		if p.Final() {
+			recorded[p.TaskID] = p
+		} else {
+			resume[p.TaskID] = p.Resume
+		}
+	}
+	var todo []int
+	for i, t := range tasks {
+		if r, ok := recorded[t.ID]; ok {
+			results[i] = r
+			continue
+		}
+		todo = append(todo, i)
+	}
+	record := len(tasks) > 1
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	one := func(i int) {
+		t := tasks[i]
+		em.emit(Event{Type: EventNodeStarted, Step: t.Step, Node: t.Node(), TaskID: t.ID})
+		res, _ := g.execute(ctx, t, cp.Values, resume[t.ID])
+		if ctx.Err() != nil {
+			results[i] = res
+			return
+		}
+		if record || !(res.Status == NodeCompleted || res.Status == NodeSkipped || res.Status == NodeCancelled) {
+			stored, err := cfg.store.RecordTask(ctx, t.RunID, t.Step, res)
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("pregel: record task %s of run %q: %w", t.ID, t.RunID, err)
+				}
+				mu.Unlock()
+			} else {
+				res = stored
+			}
+		}
+		results[i] = res
+		em.emit(Event{Type: EventNodeFinished, Step: t.Step, Node: t.Node(), TaskID: t.ID, Status: res.Status, Reason: res.Reason, Error: res.Error, Attempts: res.Attempts, Writes: res.Writes, Interrupts: res.Interrupts})
+	}
+	if len(todo) == 1 {
+		one(todo[0])
+		return results, firstErr
+	}
+	sem := make(chan struct{}, g.concurrency)
+	var wg sync.WaitGroup
+	for _, i := range todo {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			one(i)
+		})
+	}
+	wg.Wait()
+	return results, firstErr
+}
