@@ -1,0 +1,35 @@
+// Package pregel defines and runs durable agent graphs, one superstep at a
+// time.
+//
+// A graph is built over a state struct S whose exported fields are channels
+// (named by their json tag; a `reduce` tag picks how writes combine:
+// append, merge, sum, last or a custom reducer). Nodes receive a snapshot
+// of the state and return a partial S: their writes.
+//
+//	g := pregel.NewGraph[State]("triage")
+//	g.AddFunc("classify", classify, pregel.Writes("category"))
+//	g.AddEdge(pregel.Start, "classify")
+//	g.AddConditionalEdges("classify", route, "answer", "escalate")
+//	graph, err := g.Compile()
+//	res, err := graph.Run(ctx, State{Question: "..."})
+//
+// Edges: AddEdge (static), AddJoin (wait for several predecessors),
+// AddConditionalEdges (a router picks the next nodes), AddFanOut (one task
+// per item, map/reduce), loops (edges back, bounded by MaxSteps), Subgraph
+// (a compiled graph as a node) and OnError (route a failure to a handler).
+//
+// Nodes implement [Node] and optionally [Validator], [Conditional]
+// (ShouldExecute; false skips the node), [BeforeHook], [AfterHook],
+// [FailureHook] and [Describer]; [Builder.BeforeNode] hooks may skip or
+// cancel any node. A skipped node counts as finished (its edges and
+// routers fire, joins count it); a cancelled node ends its branch.
+//
+// A superstep is three functions over plain data, so that separate
+// processes can run them: [Graph.Plan] lists the tasks of the next step
+// with deterministic ids, [Graph.Execute] runs one task, and [Graph.Apply]
+// folds the results, in plan order, into the next [Checkpoint].
+// [Graph.Run] and [Graph.Resume] drive them in-process against a
+// [Checkpointer], with a [Control] to drain or cancel the run and an
+// [Observer] for events. Nodes may pause the run with [Interrupt] and ask
+// for a drain with [RequestDrain].
+package pregel
