@@ -1,0 +1,102 @@
+// Package runs manages runs of registered graphs: their records (status,
+// input, counters, drain and cancel requests), the rules of their
+// lifecycle, and the Service that the HTTP API, the CLI and the Lambdas
+// share. Executing supersteps is left to a Dispatcher: the embedded
+// Scheduler in this package, or the serverless tick queue.
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+// Run is the record of one run of a graph.
+type Run struct {
+	ID        string           `json:"run_id"`
+	Graph     string           `json:"graph"`
+	Status    pregel.RunStatus `json:"status"`
+	Input     json.RawMessage  `json:"input,omitempty"`
+	ContextID string           `json:"context_id,omitempty"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+	// Step is the last committed superstep.
+	Step     int             `json:"step"`
+	Counters pregel.Counters `json:"counters"`
+	// DrainRequested and DrainReason record a drain request; the reason
+	// stays visible after the run completes.
+	DrainRequested bool   `json:"drain_requested,omitempty"`
+	DrainReason    string `json:"drain_reason,omitempty"`
+	// CancelRequested records a cancel request not yet carried out.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Interrupts are pending while Status is interrupted.
+	Interrupts []pregel.InterruptInfo `json:"interrupts,omitempty"`
+	// Resume holds the value(s) a resume request supplied, until the run
+	// has taken them.
+	Resume *ResumeRequest `json:"resume,omitempty"`
+	// Error says why a failed run failed, in words fit for its caller.
+	Error string `json:"error,omitempty"`
+	// FailedNode names the node that failed the run, if one did.
+	FailedNode string `json:"failed_node,omitempty"`
+	// Version increases with every update; stores use it for optimistic
+	// concurrency.
+	Version int64 `json:"version"`
+}
+
+// ResumeRequest answers a run's interrupts: Value answers all of them,
+// Values answers them by interrupt id.
+type ResumeRequest struct {
+	Value  json.RawMessage            `json:"value,omitempty"`
+	Values map[string]json.RawMessage `json:"values,omitempty"`
+}
+
+// Filter selects runs to list.
+type Filter struct {
+	Graph  string
+	Status pregel.RunStatus
+	// ContextID selects the runs of one conversation.
+	ContextID string
+	// Limit bounds the page (default 50, at most 500).
+	Limit int
+	// PageToken continues a previous listing.
+	PageToken string
+}
+
+// Page is one page of a listing, newest run first.
+type Page struct {
+	Runs []Run `json:"runs"`
+	// NextPageToken is empty on the last page.
+	NextPageToken string `json:"next_page_token,omitempty"`
+}
+
+// Errors of the run store and service; each is wrapped with details.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the run changed since it was read (optimistic
+	// concurrency), or a run with that id exists with other content.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalidState: the request does not fit the run's status, e.g.
+	// resuming a completed run.
+	ErrInvalidState = errors.New("invalid state")
+	// ErrInvalid: the request itself is malformed.
+	ErrInvalid = errors.New("invalid request")
+)
+
+// Store keeps run records. Implementations must be safe for concurrent
+// use. The package runstest holds a conformance suite.
+type Store interface {
+	// CreateRun stores r if no run has its id; otherwise it returns the
+	// existing record and created=false.
+	CreateRun(ctx context.Context, r Run) (stored Run, created bool, err error)
+	// GetRun returns a run or an error wrapping ErrNotFound.
+	GetRun(ctx context.Context, id string) (Run, error)
+	// UpdateRun stores r if the stored version is r.Version, and returns
+	// it with Version incremented and UpdatedAt set; otherwise it returns
+	// an error wrapping ErrConflict (or ErrNotFound).
+	UpdateRun(ctx context.Context, r Run) (Run, error)
+	// ListRuns lists runs, newest first (by CreatedAt, then id).
+	ListRuns(ctx context.Context, f Filter) (Page, error)
+}

@@ -1,0 +1,310 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+// Registry holds the graphs a deployment serves, by name.
+type Registry struct {
+	graphs map[string]*pregel.Graph
+	names  []string
+}
+
+// NewRegistry registers graphs; names must be unique.
+func NewRegistry(graphs ...*pregel.Graph) (*Registry, error) {
+	r := &Registry{graphs: make(map[string]*pregel.Graph, len(graphs))}
+	for _, g := range graphs {
+		if _, dup := r.graphs[g.Name()]; dup {
+			return nil, fmt.Errorf("runs: graph %q registered twice", g.Name())
+		}
+		r.graphs[g.Name()] = g
+		r.names = append(r.names, g.Name())
+	}
+	slices.Sort(r.names)
+	return r, nil
+}
+
+// Get returns the graph registered under name.
+func (r *Registry) Get(name string) (*pregel.Graph, bool) {
+	g, ok := r.graphs[name]
+	return g, ok
+}
+
+// List returns the registered graphs sorted by name.
+func (r *Registry) List() []*pregel.Graph {
+	out := make([]*pregel.Graph, len(r.names))
+	for i, n := range r.names {
+		out[i] = r.graphs[n]
+	}
+	return out
+}
+
+func (r *Registry) lookup(name string) (*pregel.Graph, error) {
+	if g, ok := r.graphs[name]; ok {
+		return g, nil
+	}
+	return nil, fmt.Errorf("graph %q is not registered; graphs are %s: %w", name, strings.Join(r.names, ", "), ErrNotFound)
+}
+
+// Dispatcher makes runs progress. The embedded Scheduler runs them in
+// this process; the serverless one sends ticks to a queue.
+type Dispatcher interface {
+	// Dispatch starts or continues a run whose record is pending.
+	Dispatch(ctx context.Context, r Run) error
+	// Signal tells whoever executes the run that a drain or cancel was
+	// requested on its record.
+	Signal(ctx context.Context, r Run)
+}
+
+// Service applies the lifecycle rules of runs. The HTTP API, the CLI and
+// the Lambdas call it; it is safe for concurrent use.
+type Service struct {
+	Graphs      *Registry
+	Runs        Store
+	Checkpoints pregel.Checkpointer
+	Dispatcher  Dispatcher
+	Logger      *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now().UTC()
+}
+
+// CreateRequest asks for a new run.
+type CreateRequest struct {
+	// RunID makes creation idempotent: the same id with the same graph
+	// and input returns the existing run. Empty: a new id.
+	RunID     string          `json:"run_id,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	ContextID string          `json:"context_id,omitempty"`
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// ValidID reports whether id can name a run: 1 to 128 letters, digits,
+// '.', '_', ':' or '-', starting with a letter or digit.
+func ValidID(id string) bool { return validID.MatchString(id) }
+
+// Create validates the input, stores the run and its step 0 checkpoint,
+// and dispatches it. created is false when the run already existed with
+// the same graph and input.
+func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (r Run, created bool, err error) {
+	g, err := s.Graphs.lookup(graph)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if req.RunID == "" {
+		req.RunID = pregel.NewRunID()
+	} else if !ValidID(req.RunID) {
+		return Run{}, false, fmt.Errorf("run_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-': %w", req.RunID, ErrInvalid)
+	}
+	if req.ContextID != "" && !ValidID(req.ContextID) {
+		return Run{}, false, fmt.Errorf("context_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-': %w", req.ContextID, ErrInvalid)
+	}
+	input, err := compactJSON(req.Input)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("input is not valid JSON: %w", ErrInvalid)
+	}
+	cp, err := g.Start(ctx, req.RunID, input)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: "), ErrInvalid)
+	}
+	now := s.now()
+	r, created, err = s.Runs.CreateRun(ctx, Run{ID: req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return Run{}, false, fmt.Errorf("store run: %w", err)
+	}
+	if !created {
+		if r.Graph != graph || !bytes.Equal(r.Input, input) {
+			return Run{}, false, fmt.Errorf("run %q already exists with a different graph or input; choose another run_id: %w", req.RunID, ErrConflict)
+		}
+		return r, false, nil
+	}
+	if err := s.Checkpoints.Commit(ctx, cp); err != nil && !errors.Is(err, pregel.ErrStepConflict) {
+		return Run{}, false, fmt.Errorf("store step 0: %w", err)
+	}
+	if err := s.Dispatcher.Dispatch(ctx, r); err != nil {
+		return Run{}, false, fmt.Errorf("dispatch run: %w", err)
+	}
+	return r, true, nil
+}
+
+func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Get returns a run.
+func (s *Service) Get(ctx context.Context, id string) (Run, error) {
+	return s.Runs.GetRun(ctx, id)
+}
+
+// List lists runs.
+func (s *Service) List(ctx context.Context, f Filter) (Page, error) {
+	if f.Graph != "" {
+		if _, err := s.Graphs.lookup(f.Graph); err != nil {
+			return Page{}, err
+		}
+	}
+	switch f.Status {
+	case "", pregel.RunPending, pregel.RunRunning, pregel.RunInterrupted, pregel.RunDrained, pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
+	default:
+		return Page{}, fmt.Errorf("status %q is not a run status; use pending, running, interrupted, drained, completed, failed or cancelled: %w", f.Status, ErrInvalid)
+	}
+	if f.Limit < 0 || f.Limit > 500 {
+		return Page{}, fmt.Errorf("limit %d must be between 1 and 500: %w", f.Limit, ErrInvalid)
+	}
+	return s.Runs.ListRuns(ctx, f)
+}
+
+// History lists a run's committed steps with their node statuses.
+func (s *Service) History(ctx context.Context, id string) ([]pregel.StepInfo, error) {
+	if _, err := s.Runs.GetRun(ctx, id); err != nil {
+		return nil, err
+	}
+	h, err := s.Checkpoints.History(ctx, id)
+	if errors.Is(err, pregel.ErrNotFound) {
+		return nil, nil
+	}
+	return h, err
+}
+
+// Checkpoint returns a run's checkpoint at step (pregel.Latest: newest).
+func (s *Service) Checkpoint(ctx context.Context, id string, step int) (*pregel.Checkpoint, error) {
+	if _, err := s.Runs.GetRun(ctx, id); err != nil {
+		return nil, err
+	}
+	cp, err := s.Checkpoints.Load(ctx, id, step)
+	if errors.Is(err, pregel.ErrNotFound) {
+		return nil, fmt.Errorf("run %q has no step %d: %w", id, step, ErrNotFound)
+	}
+	return cp, err
+}
+
+// Drain asks a pending or running run to stop at its next superstep
+// boundary.
+func (s *Service) Drain(ctx context.Context, id, reason string) (Run, error) {
+	if len(reason) > 1024 {
+		return Run{}, fmt.Errorf("reason is %d bytes; keep it under 1024: %w", len(reason), ErrInvalid)
+	}
+	r, err := Mutate(ctx, s.Runs, id, func(r *Run) error {
+		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
+			return fmt.Errorf("run %q is %s; only pending or running runs can be drained: %w", id, r.Status, ErrInvalidState)
+		}
+		if r.CancelRequested {
+			return fmt.Errorf("run %q is being cancelled: %w", id, ErrInvalidState)
+		}
+		if !r.DrainRequested {
+			r.DrainRequested, r.DrainReason = true, reason
+		}
+		return nil
+	})
+	if err == nil {
+		s.Dispatcher.Signal(ctx, r)
+	}
+	return r, err
+}
+
+// Cancel stops a run for good: at once when it is paused, at the executor's
+// next check when it is running.
+func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
+	r, err := Mutate(ctx, s.Runs, id, func(r *Run) error {
+		switch r.Status {
+		case pregel.RunInterrupted, pregel.RunDrained:
+			r.Status, r.Interrupts, r.Resume = pregel.RunCancelled, nil, nil
+		case pregel.RunPending, pregel.RunRunning:
+			r.CancelRequested = true
+		default:
+			return fmt.Errorf("run %q is %s and cannot be cancelled: %w", id, r.Status, ErrInvalidState)
+		}
+		return nil
+	})
+	if err == nil && r.CancelRequested {
+		s.Dispatcher.Signal(ctx, r)
+	}
+	return r, err
+}
+
+// Resume continues an interrupted run with the answers in req, or a
+// drained run.
+func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run, error) {
+	r, err := Mutate(ctx, s.Runs, id, func(r *Run) error {
+		switch r.Status {
+		case pregel.RunDrained:
+		case pregel.RunInterrupted:
+			if len(req.Value) == 0 && len(req.Values) == 0 {
+				return fmt.Errorf("run %q waits for a value for interrupt(s) %s; send {\"resume\": value}: %w", id, interruptIDs(r.Interrupts), ErrInvalid)
+			}
+			for k := range req.Values {
+				if !slices.ContainsFunc(r.Interrupts, func(in pregel.InterruptInfo) bool { return in.ID == k }) {
+					return fmt.Errorf("run %q has no pending interrupt %q; pending: %s: %w", id, k, interruptIDs(r.Interrupts), ErrInvalid)
+				}
+			}
+		default:
+			return fmt.Errorf("run %q is %s; only interrupted or drained runs can be resumed: %w", id, r.Status, ErrInvalidState)
+		}
+		r.Status, r.DrainRequested, r.DrainReason = pregel.RunPending, false, ""
+		if len(req.Value) > 0 || len(req.Values) > 0 {
+			r.Resume = &req
+		}
+		return nil
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	if err := s.Dispatcher.Dispatch(ctx, r); err != nil {
+		return Run{}, fmt.Errorf("dispatch run: %w", err)
+	}
+	return r, nil
+}
+
+func interruptIDs(ins []pregel.InterruptInfo) string {
+	ids := make([]string, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	return strings.Join(ids, ", ")
+}
+
+// Mutate reads a run, applies fn and stores the result, retrying when the
+// run changed in between. An error from fn is returned as is.
+func Mutate(ctx context.Context, store Store, id string, fn func(*Run) error) (Run, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := store.GetRun(ctx, id)
+		if err != nil {
+			return Run{}, err
+		}
+		if err := fn(&r); err != nil {
+			return r, err
+		}
+		out, err := store.UpdateRun(ctx, r)
+		if !errors.Is(err, ErrConflict) || attempt >= 50 {
+			return out, err
+		}
+		if err := ctx.Err(); err != nil {
+			return Run{}, err
+		}
+	}
+}
