@@ -49,6 +49,9 @@ func (b *Builder[S]) bind(g *Graph) {
 				if err != nil {
 					return nil, fmt.Errorf("fan-out from %q: %w", from, err)
 				}
+				if len(items) == 0 {
+					out = append(out, Trigger{Node: f.to, From: []string{from}, Send: true, Skip: "fan-out from " + from + " produced no items"})
+				}
 				for i, it := range items {
 					raw, err := json.Marshal(it)
 					if err != nil {
@@ -68,6 +71,23 @@ func (b *Builder[S]) bind(g *Graph) {
 			}
 			return sr(ctx, st)
 		}
+	}
+	g.encodeInput = func(input any) (json.RawMessage, bool, error) {
+		var st S
+		switch v := input.(type) {
+		case S:
+			st = v
+		case *S:
+			st = *v
+		default:
+			return nil, false, nil
+		}
+		w, err := sc.encode(st, nil)
+		if err != nil {
+			return nil, true, err
+		}
+		raw, err := json.Marshal(w)
+		return raw, true, err
 	}
 	g.checkInput = func(values map[string]json.RawMessage) error {
 		st, err := sc.decode(values)
@@ -107,7 +127,13 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 			}
 		}
 		// Decide whether the node runs at all.
+		if tc.trigger.Skip != "" {
+			res.Status, res.Reason = NodeSkipped, tc.trigger.Skip
+		}
 		for _, h := range b.before {
+			if res.Status != "" {
+				break
+			}
 			d := h(ctx, n.info, st)
 			if d.Action == Skip || d.Action == Cancel {
 				res.Status, res.Reason = NodeSkipped, d.Reason

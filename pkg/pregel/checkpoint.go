@@ -73,6 +73,10 @@ type Trigger struct {
 	// Failure is set when this trigger routes a failed node to its error
 	// handler.
 	Failure *Failure `json:"failure,omitempty"`
+	// Skip, when set, makes the task skipped with this reason without
+	// running the node: a fan-out with no items plans one such task, so
+	// that joins and edges after its target still fire.
+	Skip string `json:"skip,omitempty"`
 }
 
 // Failure describes a node that failed after its retries; error handler

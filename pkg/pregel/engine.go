@@ -59,6 +59,9 @@ func (g *Graph) Start(ctx context.Context, runID string, input json.RawMessage) 
 		if !slices.Contains(g.channels, ch) {
 			return nil, fmt.Errorf("%w: %q is not a channel of graph %q; channels are %s", ErrInvalidInput, ch, g.name, strings.Join(g.channels, ", "))
 		}
+		if isNull(in[ch]) {
+			continue
+		}
 		v, err := g.reduceOne(ch, nil, in[ch])
 		if err != nil {
 			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)

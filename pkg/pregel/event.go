@@ -30,6 +30,8 @@ type Event struct {
 	Time   time.Time `json:"time"`
 	Node   string    `json:"node,omitempty"`
 	TaskID string    `json:"task_id,omitempty"`
+	// Arg is a fan-out task's item, on EventNodeStarted.
+	Arg json.RawMessage `json:"arg,omitempty"`
 	// Status is set on EventNodeFinished.
 	Status   NodeStatus `json:"status,omitempty"`
 	Reason   string     `json:"reason,omitempty"`

@@ -509,6 +509,7 @@ type Graph struct {
 	// Bound by the typed builder.
 	startRoutes func(ctx context.Context, values map[string]json.RawMessage) ([]Trigger, error)
 	checkInput  func(values map[string]json.RawMessage) error
+	encodeInput func(input any) (json.RawMessage, bool, error)
 	routes      map[string][]displayRoute // routers and fan-outs, for display
 }
 

@@ -10,16 +10,8 @@ import (
 // nodes are coloured by it (node name -> status).
 func (g *Graph) Mermaid(status map[string]NodeStatus) string {
 	var b strings.Builder
-	id := func(n string) string {
-		switch n {
-		case Start:
-			return "__start__([start])"
-		case End:
-			return "__end__([end])"
-		}
-		return n
-	}
-	b.WriteString("flowchart TD\n")
+	id := func(n string) string { return n }
+	b.WriteString("flowchart TD\n  __start__([start])\n  __end__([end])\n")
 	for _, n := range g.order {
 		label := g.nodes[n].info.Name
 		if label == "" {
@@ -42,7 +34,7 @@ func (g *Graph) Mermaid(status map[string]NodeStatus) string {
 		}
 	}
 	for _, j := range g.joins {
-		fmt.Fprintf(&b, "  %s --> %s\n", strings.Join(j.From, " & "), id(j.To))
+		fmt.Fprintf(&b, "  %s -->|join| %s\n", strings.Join(j.From, " & "), id(j.To))
 	}
 	if len(status) > 0 {
 		b.WriteString("  classDef completed fill:#c8e6c9,stroke:#2e7d32\n")

@@ -122,7 +122,7 @@ func (g *Graph) Run(ctx context.Context, input any, opts ...RunOption) (*Result,
 	if cfg.runID == "" {
 		cfg.runID = NewRunID()
 	}
-	raw, err := inputJSON(input)
+	raw, err := g.inputJSON(input)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,10 @@ func (g *Graph) Run(ctx context.Context, input any, opts ...RunOption) (*Result,
 	return g.drive(ctx, cfg, cp, nil)
 }
 
-func inputJSON(input any) (json.RawMessage, error) {
+// inputJSON encodes a run's input: JSON as is; a state value S as its
+// non-zero fields, like a node's writes; anything else through
+// encoding/json.
+func (g *Graph) inputJSON(input any) (json.RawMessage, error) {
 	switch v := input.(type) {
 	case nil:
 		return nil, nil
@@ -148,19 +151,12 @@ func inputJSON(input any) (json.RawMessage, error) {
 	case []byte:
 		return v, nil
 	}
-	raw, err := json.Marshal(input)
+	raw, typed, err := g.encodeInput(input)
+	if !typed {
+		raw, err = json.Marshal(input)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode input: %w", ErrInvalidInput, err)
-	}
-	// Zero fields of a typed input are not writes.
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) == nil {
-		for k, v := range m {
-			if isNull(v) {
-				delete(m, k)
-			}
-		}
-		return json.Marshal(m)
 	}
 	return raw, nil
 }
@@ -369,7 +365,7 @@ func (g *Graph) runStep(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 	)
 	one := func(i int) {
 		t := tasks[i]
-		em.emit(Event{Type: EventNodeStarted, Step: t.Step, Node: t.Node(), TaskID: t.ID})
+		em.emit(Event{Type: EventNodeStarted, Step: t.Step, Node: t.Node(), TaskID: t.ID, Arg: t.Trigger.Arg})
 		res, _ := g.execute(ctx, t, cp.Values, resume[t.ID])
 		if ctx.Err() != nil {
 			results[i] = res

@@ -729,3 +729,39 @@ func TestSkippedRestoredOnResume(t *testing.T) {
 		t.Errorf("counters = %+v", res.Counters)
 	}
 }
+
+// A fan-out with no items plans one skipped task, so the join after it
+// still fires.
+func TestEmptyFanOutStillJoins(t *testing.T) {
+	g := pregel.NewGraph[St]("empty")
+	g.AddFunc("split", noop).AddFunc("other", logs("other")).AddFunc("work", logs("work")).AddFunc("collect", logs("collect"))
+	g.AddEdge(pregel.Start, "split").AddEdge("split", "other")
+	g.AddFanOut("split", "work", func(context.Context, St) ([]any, error) { return nil, nil })
+	g.AddJoin("collect", "work", "other").AddEdge("collect", pregel.End)
+	store := pregel.NewMemoryStore()
+	res, err := compile(t, g).Run(context.Background(), nil, pregel.WithStore(store), pregel.WithRunID("r"))
+	if err != nil || res.Status != pregel.RunCompleted {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	if s := state(t, res); !slices.Equal(s.Log, []string{"other", "collect"}) {
+		t.Errorf("log = %q", s.Log)
+	}
+	if got := statuses(t, store, "r")["work"]; !slices.Equal(got, []pregel.NodeStatus{pregel.NodeSkipped}) {
+		t.Errorf("work statuses = %v", got)
+	}
+}
+
+// A typed input writes only its non-zero fields.
+func TestTypedInputWritesNonZeroFields(t *testing.T) {
+	g := pregel.NewGraph[St]("typed")
+	g.AddFunc("a", noop).AddEdge(pregel.Start, "a").AddEdge("a", pregel.End)
+	cg := compile(t, g)
+	store := pregel.NewMemoryStore()
+	if _, err := cg.Run(context.Background(), St{Item: "x"}, pregel.WithStore(store), pregel.WithRunID("r")); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := store.Load(context.Background(), "r", 0)
+	if got := cp.Changed(); !slices.Equal(got, []string{"item"}) {
+		t.Errorf("step 0 wrote %q, want only item", got)
+	}
+}

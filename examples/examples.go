@@ -1,0 +1,36 @@
+// Package examples collects the example graphs so that every binary (the
+// CLI, the dev server, the Lambdas) can register them by name.
+package examples
+
+import (
+	"fmt"
+
+	"github.com/superstep/superstep/examples/loop"
+	"github.com/superstep/superstep/examples/triage"
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+// builders lists the example graphs, each under its own package.
+var builders = []func() (*pregel.Graph, error){
+	triage.Graph, // "support-triage"
+	loop.Graph,   // "counter"
+}
+
+// All compiles and returns every example graph, in a fixed order. Graph
+// names are unique.
+func All() ([]*pregel.Graph, error) {
+	out := make([]*pregel.Graph, 0, len(builders))
+	seen := make(map[string]bool, len(builders))
+	for _, build := range builders {
+		g, err := build()
+		if err != nil {
+			return nil, fmt.Errorf("examples: %w", err)
+		}
+		if seen[g.Name()] {
+			return nil, fmt.Errorf("examples: two graphs are named %q", g.Name())
+		}
+		seen[g.Name()] = true
+		out = append(out, g)
+	}
+	return out, nil
+}
