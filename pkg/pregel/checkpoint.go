@@ -199,8 +199,10 @@ type Checkpointer interface {
 	// the newest committed step of cp.RunID is cp.Step-1 (or, for step 0,
 	// if the run has none); otherwise it returns an error wrapping
 	// ErrStepConflict and stores nothing. A store may write only the
-	// channels listed by cp.Changed. Committing a step discards the
-	// recorded task results of that step.
+	// channels listed by cp.Changed, trusting the others to hold their
+	// stored values. The store may keep cp: callers must not modify it
+	// afterwards. Committing a step discards the recorded task results of
+	// that step.
 	Commit(ctx context.Context, cp *Checkpoint) error
 	// RecordTask stores the result of a task of the uncommitted step.
 	// A final result already stored for the same task is kept and
