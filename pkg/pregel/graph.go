@@ -540,3 +540,15 @@ func (g *Graph) Nodes() []NodeInfo {
 	}
 	return out
 }
+
+// MaxSteps returns the superstep limit of a run of this graph.
+func (g *Graph) MaxSteps() int { return g.maxSteps }
+
+// Node describes the named node.
+func (g *Graph) Node(name string) (NodeInfo, bool) {
+	n, ok := g.nodes[name]
+	if !ok {
+		return NodeInfo{}, false
+	}
+	return n.info, true
+}

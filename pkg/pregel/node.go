@@ -143,3 +143,14 @@ type NodeReport struct {
 	Attempts int
 	Err      error
 }
+
+// PlacementKey is the metadata key that says where a node runs.
+const PlacementKey = "placement"
+
+// Remote marks a node to run outside the superstep's own process: in the
+// serverless runtime, in the node Lambda rather than inline in the tick.
+// Embedded runs ignore it.
+func Remote() NodeOption { return Metadata(PlacementKey, "remote") }
+
+// IsRemote reports whether the node was marked with Remote.
+func (n NodeInfo) IsRemote() bool { return n.Metadata[PlacementKey] == "remote" }

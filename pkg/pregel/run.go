@@ -188,9 +188,35 @@ func (g *Graph) Resume(ctx context.Context, runID string, opts ...RunOption) (*R
 	return g.drive(ctx, cfg, cp, pending)
 }
 
-// answer attaches resume values to the pending interrupted tasks and
-// records them, so a crash after this point does not lose them.
+// answer attaches the resume values of cfg to the pending interrupted
+// tasks and records them, so a crash after this point does not lose them.
 func (g *Graph) answer(ctx context.Context, cfg *runConfig, cp *Checkpoint, pending []TaskResult) ([]TaskResult, error) {
+	answered, err := Answer(cp.RunID, pending, cfg.resumeAll, cfg.resumeIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.Clone(pending)
+	for i, p := range out {
+		a, ok := answered[p.TaskID]
+		if !ok {
+			continue
+		}
+		stored, err := cfg.store.RecordTask(ctx, cp.RunID, cp.Step+1, a)
+		if err != nil {
+			return nil, fmt.Errorf("pregel: record resume value of run %q: %w", cp.RunID, err)
+		}
+		out[i] = stored
+	}
+	return out, nil
+}
+
+// Answer attaches resume values to the interrupted results among pending
+// (the recorded results of a run's open step): all answers every pending
+// interrupt, byID answers them one by one. It returns the updated results
+// by task id; the caller records them before executing the tasks again.
+// It fails with ErrInvalidResume when byID names an interrupt that is not
+// pending, or when interrupts wait and no value is given.
+func Answer(runID string, pending []TaskResult, all json.RawMessage, byID map[string]json.RawMessage) (map[string]TaskResult, error) {
 	var waiting []string
 	known := map[string]bool{}
 	for _, p := range pending {
@@ -201,27 +227,27 @@ func (g *Graph) answer(ctx context.Context, cfg *runConfig, cp *Checkpoint, pend
 			}
 		}
 	}
-	for id := range cfg.resumeIDs {
+	for id := range byID {
 		if !known[id] {
-			return nil, fmt.Errorf("%w: run %q has no pending interrupt %q; pending: %s", ErrInvalidResume, cp.RunID, id, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+			return nil, fmt.Errorf("%w: run %q has no pending interrupt %q; pending: %s", ErrInvalidResume, runID, id, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 		}
 	}
 	if len(waiting) == 0 {
-		return pending, nil
+		return nil, nil
 	}
-	if cfg.resumeAll == nil && len(cfg.resumeIDs) == 0 {
-		return nil, fmt.Errorf("%w: run %q waits for a value for interrupt(s) %s; resume it with a value", ErrInvalidResume, cp.RunID, strings.Join(waiting, ", "))
+	if all == nil && len(byID) == 0 {
+		return nil, fmt.Errorf("%w: run %q waits for a value for interrupt(s) %s; resume it with a value", ErrInvalidResume, runID, strings.Join(waiting, ", "))
 	}
-	out := slices.Clone(pending)
-	for i, p := range out {
+	out := make(map[string]TaskResult)
+	for _, p := range pending {
 		if p.Status != NodeInterrupted {
 			continue
 		}
 		resume := maps.Clone(p.Resume)
 		for _, in := range p.Interrupts {
-			v, ok := cfg.resumeIDs[in.ID]
-			if !ok && cfg.resumeAll != nil {
-				v, ok = cfg.resumeAll, true
+			v, ok := byID[in.ID]
+			if !ok && all != nil {
+				v, ok = all, true
 			}
 			if ok {
 				if resume == nil {
@@ -231,11 +257,7 @@ func (g *Graph) answer(ctx context.Context, cfg *runConfig, cp *Checkpoint, pend
 			}
 		}
 		p.Resume = resume
-		stored, err := cfg.store.RecordTask(ctx, cp.RunID, cp.Step+1, p)
-		if err != nil {
-			return nil, fmt.Errorf("pregel: record resume value of run %q: %w", cp.RunID, err)
-		}
-		out[i] = stored
+		out[p.TaskID] = p
 	}
 	return out, nil
 }
