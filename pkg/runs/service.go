@@ -103,7 +103,9 @@ func ValidID(id string) bool { return validID.MatchString(id) }
 
 // Create validates the input, stores the run and its step 0 checkpoint,
 // and dispatches it. created is false when the run already existed with
-// the same graph and input.
+// the same graph and input; if that run is still pending, its step 0 and
+// its dispatch are done again (both are idempotent), so that retrying a
+// request that failed half way leaves a run that executes.
 func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (r Run, created bool, err error) {
 	g, err := s.Graphs.lookup(graph)
 	if err != nil {
@@ -134,7 +136,12 @@ func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (
 		if r.Graph != graph || !bytes.Equal(r.Input, input) {
 			return Run{}, false, fmt.Errorf("run %q already exists with a different graph or input; choose another run_id: %w", req.RunID, ErrConflict)
 		}
-		return r, false, nil
+		if r.Status != pregel.RunPending {
+			return r, false, nil
+		}
+		// The first request may have failed or stopped before storing
+		// step 0 or dispatching the run; both are idempotent, so a retry
+		// finishes its work.
 	}
 	if err := s.Checkpoints.Commit(ctx, cp); err != nil && !errors.Is(err, pregel.ErrStepConflict) {
 		return Run{}, false, fmt.Errorf("store step 0: %w", err)
@@ -142,7 +149,7 @@ func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (
 	if err := s.Dispatcher.Dispatch(ctx, r); err != nil {
 		return Run{}, false, fmt.Errorf("dispatch run: %w", err)
 	}
-	return r, true, nil
+	return r, created, nil
 }
 
 func compactJSON(raw json.RawMessage) (json.RawMessage, error) {

@@ -1,0 +1,312 @@
+// Package api is superstep's HTTP API: a plain [net/http] handler over a
+// [runs.Service], shared by `superstep dev` and the api Lambda.
+//
+// It lists and describes graphs (with a Mermaid diagram), creates runs
+// (idempotently when the client supplies a run id), lists and inspects runs
+// step by step, and drains, cancels and resumes them. Errors are RFC 9457
+// problem documents (application/problem+json). The endpoints, the JSON
+// shapes and the error types are documented in README.md next to this file.
+//
+//	h := api.New(api.Config{Service: svc, Token: os.Getenv("SUPERSTEP_TOKEN")})
+//	h.Handle("/a2a/", a2aHandler) // more routes, behind the same auth
+//	http.ListenAndServe("localhost:8080", h)
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is not
+// set.
+const DefaultMaxBodyBytes int64 = 1 << 20
+
+// Config configures the API handler.
+type Config struct {
+	// Service carries out the requests. Required.
+	Service *runs.Service
+	// Token, when non-empty, is the bearer token every request but
+	// GET /healthz must present in its Authorization header.
+	Token string
+	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes);
+	// larger bodies are refused with 413.
+	MaxBodyBytes int64
+	// Logger receives server errors and a debug line per request
+	// (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Handler serves the HTTP API. Create it with [New]; it is safe for
+// concurrent use once serving starts.
+type Handler struct {
+	svc       *runs.Service
+	log       *slog.Logger
+	maxBody   int64
+	auth      bool
+	tokenHash [sha256.Size]byte
+	mux       *http.ServeMux
+	handler   http.Handler
+}
+
+// New returns the API handler for cfg. It panics if cfg.Service is nil.
+func New(cfg Config) *Handler {
+	if cfg.Service == nil {
+		panic("api: Config.Service is nil")
+	}
+	h := &Handler{
+		svc:     cfg.Service,
+		log:     cfg.Logger,
+		maxBody: cfg.MaxBodyBytes,
+		auth:    cfg.Token != "",
+		mux:     http.NewServeMux(),
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.auth {
+		h.tokenHash = sha256.Sum256([]byte(cfg.Token))
+	}
+	h.routes()
+	h.handler = h.recoverer(h.crossOrigin(h.authenticate(http.HandlerFunc(h.serveMux))))
+	return h
+}
+
+// ServeHTTP implements [http.Handler].
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.handler.ServeHTTP(w, r)
+}
+
+// Handle mounts more routes, such as the A2A binding at "/a2a/", on the
+// API's mux, behind the same panic recovery, cross-origin check and
+// bearer-token check. pattern follows [http.ServeMux]; like
+// ServeMux.Handle, it panics if the pattern conflicts with a route already
+// registered. Requests that match no route get a 404 problem, and a method
+// a path does not accept a 405 problem.
+func (h *Handler) Handle(pattern string, handler http.Handler) {
+	h.mux.Handle(pattern, handler)
+}
+
+// route is one endpoint: a method, a ServeMux path pattern and its handler.
+type route struct {
+	method, path string
+	fn           handlerFunc
+}
+
+// handlerFunc handles one request; a returned error becomes a problem
+// response.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (h *Handler) routes() {
+	table := []route{
+		{"GET", "/healthz", h.healthz},
+		{"GET", "/v1/graphs", h.listGraphs},
+		{"GET", "/v1/graphs/{graph}", h.getGraph},
+		{"POST", "/v1/graphs/{graph}/runs", h.createRun},
+		{"GET", "/v1/runs", h.listRuns},
+		{"GET", "/v1/runs/{run_id}", h.getRun},
+		{"GET", "/v1/runs/{run_id}/checkpoints", h.listCheckpoints},
+		{"GET", "/v1/runs/{run_id}/checkpoints/{step}", h.getCheckpoint},
+		{"POST", "/v1/runs/{run_id}/drain", h.drainRun},
+		{"POST", "/v1/runs/{run_id}/cancel", h.cancelRun},
+		{"POST", "/v1/runs/{run_id}/resume", h.resumeRun},
+	}
+	for _, rt := range table {
+		h.mux.Handle(rt.method+" "+rt.path, h.wrap(rt.fn))
+	}
+}
+
+// serveMux routes a request, answering with a problem where ServeMux
+// would answer 404 or 405 in plain text.
+func (h *Handler) serveMux(w http.ResponseWriter, r *http.Request) {
+	mh, pattern := h.mux.Handler(r)
+	if pattern != "" {
+		h.mux.ServeHTTP(w, r)
+		return
+	}
+	// No route matched. Ask the mux's own handler which status it would
+	// give (and, for 405, which methods the path allows).
+	probe := &statusProbe{header: http.Header{}}
+	mh.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		allow := probe.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		h.writeError(w, r, &problem{Status: http.StatusMethodNotAllowed, Type: typeMethodNotAllowed, Title: "Method not allowed",
+			Detail: fmt.Sprintf("%s does not accept %s; use %s", r.URL.Path, r.Method, allow)})
+		return
+	}
+	h.writeError(w, r, notFoundf("there is no resource at %s; the API's paths start with /v1/graphs or /v1/runs", r.URL.Path))
+}
+
+// statusProbe records the status and headers a handler writes and discards
+// its body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+func (p *statusProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+
+// wrap turns a handlerFunc into an http.Handler that writes its error as a
+// problem.
+func (h *Handler) wrap(fn handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			h.writeError(w, r, err)
+		}
+	})
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) error {
+	return h.writeJSON(w, r, http.StatusOK, Health{Status: "ok"})
+}
+
+// recorder remembers whether a response was started and with which status.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (rec *recorder) WriteHeader(code int) {
+	if rec.status == 0 {
+		rec.status = code
+	}
+	rec.ResponseWriter.WriteHeader(code)
+}
+
+func (rec *recorder) Write(p []byte) (int, error) {
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return rec.ResponseWriter.Write(p)
+}
+
+// Flush lets streaming handlers mounted with Handle flush.
+func (rec *recorder) Flush() {
+	if f, ok := rec.ResponseWriter.(http.Flusher); ok {
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.ResponseWriter }
+
+// recoverer turns a panic into a 500 problem (when the response has not
+// started) and logs it with its stack, and logs every request at debug
+// level.
+func (h *Handler) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				h.log.ErrorContext(r.Context(), "api: panic serving request",
+					"method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					p := internalProblem()
+					p.Instance = r.URL.Path
+					writeProblem(rec, p)
+				}
+			}
+			h.log.DebugContext(r.Context(), "api: request",
+				"method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+		}()
+		hdr := w.Header()
+		hdr.Set("Cache-Control", "no-store")
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// crossOrigin refuses state-changing requests that a browser sends from
+// another origin (judged by Sec-Fetch-Site and Origin), so that a web page
+// cannot drive a token-less `superstep dev` server on localhost. Clients
+// other than browsers send neither header and are not affected.
+func (h *Handler) crossOrigin(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := cop.Check(r); err != nil {
+			writeProblem(w, &problem{Status: http.StatusForbidden, Type: typeForbidden, Title: "Forbidden",
+				Detail: "cross-origin requests from a browser are refused; call the API from the same origin or from a non-browser client", Instance: r.URL.Path})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate checks the bearer token of every request but GET /healthz.
+func (h *Handler) authenticate(next http.Handler) http.Handler {
+	if !h.auth {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="superstep"`)
+			writeProblem(w, &problem{Status: http.StatusUnauthorized, Type: typeUnauthorized, Title: titleUnauthorized,
+				Detail: "this API requires a bearer token: send the header \"Authorization: Bearer <token>\" with the token the server was configured with", Instance: r.URL.Path})
+			return
+		}
+		// Comparing fixed-length hashes in constant time reveals neither
+		// the token nor its length.
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if subtle.ConstantTimeCompare(got[:], h.tokenHash[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="superstep", error="invalid_token"`)
+			writeProblem(w, &problem{Status: http.StatusUnauthorized, Type: typeUnauthorized, Title: titleUnauthorized,
+				Detail: "the bearer token is not valid; check the token the server was configured with", Instance: r.URL.Path})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowedQuery rejects query parameters other than names, and repeated
+// ones, so that a typo does not silently widen a listing.
+func allowedQuery(r *http.Request, names ...string) error {
+	for k, vs := range r.URL.Query() {
+		if !slices.Contains(names, k) {
+			if len(names) == 0 {
+				return invalidf("unknown query parameter %q; %s takes none", k, r.URL.Path)
+			}
+			return invalidf("unknown query parameter %q; %s takes %s", k, r.URL.Path, strings.Join(names, ", "))
+		}
+		if len(vs) > 1 {
+			return invalidf("query parameter %q is given %d times; give it once", k, len(vs))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// createRun serves POST /v1/graphs/{graph}/runs: 202 with a new run, 200
+// with the existing one when run_id names a run with the same input.
+func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
+	var req CreateRunRequest
+	if err := h.decode(w, r, &req, true); err != nil {
+		return err
+	}
+	if _, err := h.graph(r.PathValue("graph")); err != nil {
+		return err
+	}
+	run, created, err := h.svc.Create(r.Context(), r.PathValue("graph"), runs.CreateRequest{
+		RunID:     req.RunID,
+		Input:     req.Input,
+		ContextID: req.ContextID,
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/runs/"+url.PathEscape(run.ID))
+	status := http.StatusOK
+	if created {
+		status = http.StatusAccepted
+	}
+	return h.writeJSON(w, r, status, runView(run))
+}
+
+// listRuns serves GET /v1/runs.
+func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
+	if err := allowedQuery(r, "graph", "status", "context_id", "limit", "page_token"); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	f := runs.Filter{
+		Graph:     q.Get("graph"),
+		Status:    pregel.RunStatus(q.Get("status")),
+		ContextID: q.Get("context_id"),
+		PageToken: q.Get("page_token"),
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 500 {
+			return invalidf("limit %q must be a whole number between 1 and 500", s)
+		}
+		f.Limit = n
+	}
+	page, err := h.svc.List(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	out := RunList{Runs: make([]Run, 0, len(page.Runs)), NextPageToken: page.NextPageToken}
+	for _, run := range page.Runs {
+		out.Runs = append(out.Runs, runView(run))
+	}
+	return h.writeJSON(w, r, http.StatusOK, out)
+}
+
+// getRun serves GET /v1/runs/{run_id}: the record, its steps and its
+// latest state.
+func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
+	if err := allowedQuery(r); err != nil {
+		return err
+	}
+	id := r.PathValue("run_id")
+	run, err := h.svc.Get(r.Context(), id)
+	if err != nil {
+		return runErr(id, err)
+	}
+	steps, err := h.svc.History(r.Context(), id)
+	if err != nil {
+		return runErr(id, err)
+	}
+	out := RunDetail{Run: runView(run), Steps: steps, Values: map[string]json.RawMessage{}}
+	if out.Steps == nil {
+		out.Steps = []pregel.StepInfo{}
+	}
+	cp, err := h.svc.Checkpoint(r.Context(), id, pregel.Latest)
+	switch {
+	case err == nil:
+		if cp.Values != nil {
+			out.Values = cp.Values
+		}
+	case errors.Is(err, runs.ErrNotFound):
+		// Created a moment ago: step 0 is not stored yet.
+	default:
+		return err
+	}
+	return h.writeJSON(w, r, http.StatusOK, out)
+}
+
+// listCheckpoints serves GET /v1/runs/{run_id}/checkpoints.
+func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
+	if err := allowedQuery(r); err != nil {
+		return err
+	}
+	id := r.PathValue("run_id")
+	steps, err := h.svc.History(r.Context(), id)
+	if err != nil {
+		return runErr(id, err)
+	}
+	if steps == nil {
+		steps = []pregel.StepInfo{}
+	}
+	return h.writeJSON(w, r, http.StatusOK, CheckpointList{RunID: id, Checkpoints: steps})
+}
+
+// getCheckpoint serves GET /v1/runs/{run_id}/checkpoints/{step}, where
+// step is a step number or "latest".
+func (h *Handler) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
+	if err := allowedQuery(r); err != nil {
+		return err
+	}
+	id, s := r.PathValue("run_id"), r.PathValue("step")
+	step := pregel.Latest
+	if s != "latest" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return invalidf("step %q must be a step number (0, 1, ...) or \"latest\"", s)
+		}
+		step = n
+	}
+	if _, err := h.svc.Get(r.Context(), id); err != nil {
+		return runErr(id, err)
+	}
+	cp, err := h.svc.Checkpoint(r.Context(), id, step)
+	if err != nil {
+		return err
+	}
+	return h.writeJSON(w, r, http.StatusOK, cp)
+}
+
+// drainRun serves POST /v1/runs/{run_id}/drain.
+func (h *Handler) drainRun(w http.ResponseWriter, r *http.Request) error {
+	var req DrainRequest
+	if err := h.decode(w, r, &req, true); err != nil {
+		return err
+	}
+	id := r.PathValue("run_id")
+	run, err := h.svc.Drain(r.Context(), id, req.Reason)
+	if err != nil {
+		return runErr(id, err)
+	}
+	return h.writeJSON(w, r, http.StatusAccepted, runView(run))
+}
+
+// cancelRun serves POST /v1/runs/{run_id}/cancel: 200 when the run is
+// cancelled at once, 202 when its executor has yet to stop it.
+func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) error {
+	var req struct{}
+	if err := h.decode(w, r, &req, true); err != nil {
+		return err
+	}
+	id := r.PathValue("run_id")
+	run, err := h.svc.Cancel(r.Context(), id)
+	if err != nil {
+		return runErr(id, err)
+	}
+	status := http.StatusAccepted
+	if run.Status == pregel.RunCancelled {
+		status = http.StatusOK
+	}
+	return h.writeJSON(w, r, status, runView(run))
+}
+
+// resumeRun serves POST /v1/runs/{run_id}/resume.
+func (h *Handler) resumeRun(w http.ResponseWriter, r *http.Request) error {
+	var req ResumeRequest
+	if err := h.decode(w, r, &req, true); err != nil {
+		return err
+	}
+	if req.Resume != nil && req.ResumeByID != nil {
+		return invalidf("send either \"resume\" (one value for every interrupt) or \"resume_by_id\" (a value per interrupt id), not both")
+	}
+	id := r.PathValue("run_id")
+	run, err := h.svc.Resume(r.Context(), id, runs.ResumeRequest{Value: req.Resume, Values: req.ResumeByID})
+	if err != nil {
+		return runErr(id, err)
+	}
+	return h.writeJSON(w, r, http.StatusAccepted, runView(run))
+}

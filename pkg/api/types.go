@@ -1,0 +1,138 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// The request and response bodies of the API. Field names are snake_case;
+// README.md shows an example of each.
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// GraphSummary describes one graph in GET /v1/graphs.
+type GraphSummary struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	NodeCount   int      `json:"node_count"`
+	Channels    []string `json:"channels"`
+}
+
+// GraphList is the body of GET /v1/graphs.
+type GraphList struct {
+	Graphs []GraphSummary `json:"graphs"`
+}
+
+// Graph is the body of GET /v1/graphs/{graph}.
+type Graph struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Nodes       []pregel.NodeInfo `json:"nodes"`
+	Channels    []string          `json:"channels"`
+	// Mermaid is a Mermaid flowchart of the graph.
+	Mermaid string `json:"mermaid"`
+	// RunID and NodeStatuses are set when the request named a run
+	// (?run=ID): the diagram is coloured by the run's latest status of
+	// each node, listed here by node name.
+	RunID        string                       `json:"run_id,omitempty"`
+	NodeStatuses map[string]pregel.NodeStatus `json:"node_statuses,omitempty"`
+}
+
+// CreateRunRequest is the body of POST /v1/graphs/{graph}/runs. An empty
+// body starts a run with no input.
+type CreateRunRequest struct {
+	// Input is a JSON object of channel values.
+	Input json.RawMessage `json:"input,omitempty"`
+	// RunID makes creation idempotent: repeating a request with the same
+	// run_id and input returns the existing run.
+	RunID string `json:"run_id,omitempty"`
+	// ContextID groups the runs of one conversation.
+	ContextID string `json:"context_id,omitempty"`
+}
+
+// Run is a run record, the body of the run endpoints' responses.
+type Run struct {
+	RunID     string           `json:"run_id"`
+	Graph     string           `json:"graph"`
+	Status    pregel.RunStatus `json:"status"`
+	Input     json.RawMessage  `json:"input,omitempty"`
+	ContextID string           `json:"context_id,omitempty"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+	// Step is the last committed superstep.
+	Step     int             `json:"step"`
+	Counters pregel.Counters `json:"counters"`
+	// DrainRequested and DrainReason record a drain request; they stay
+	// set on a run that completed before it could drain.
+	DrainRequested  bool   `json:"drain_requested,omitempty"`
+	DrainReason     string `json:"drain_reason,omitempty"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
+	// Interrupts are the questions an interrupted run waits on; answer
+	// them with POST /v1/runs/{run_id}/resume.
+	Interrupts []pregel.InterruptInfo `json:"interrupts,omitempty"`
+	// Error says why a failed run failed; FailedNode names the node.
+	Error      string `json:"error,omitempty"`
+	FailedNode string `json:"failed_node,omitempty"`
+}
+
+func runView(r runs.Run) Run {
+	return Run{
+		RunID:           r.ID,
+		Graph:           r.Graph,
+		Status:          r.Status,
+		Input:           r.Input,
+		ContextID:       r.ContextID,
+		CreatedAt:       r.CreatedAt,
+		UpdatedAt:       r.UpdatedAt,
+		Step:            r.Step,
+		Counters:        r.Counters,
+		DrainRequested:  r.DrainRequested,
+		DrainReason:     r.DrainReason,
+		CancelRequested: r.CancelRequested,
+		Interrupts:      r.Interrupts,
+		Error:           r.Error,
+		FailedNode:      r.FailedNode,
+	}
+}
+
+// RunList is the body of GET /v1/runs: newest run first.
+type RunList struct {
+	Runs []Run `json:"runs"`
+	// NextPageToken, when set, fetches the next page as ?page_token=.
+	NextPageToken string `json:"next_page_token,omitempty"`
+}
+
+// RunDetail is the body of GET /v1/runs/{run_id}: the run, its committed
+// steps (oldest first, step 0 being the input) and its latest state.
+type RunDetail struct {
+	Run
+	Steps []pregel.StepInfo `json:"steps"`
+	// Values is the state after the last committed step, by channel.
+	Values map[string]json.RawMessage `json:"values"`
+}
+
+// CheckpointList is the body of GET /v1/runs/{run_id}/checkpoints.
+type CheckpointList struct {
+	RunID       string            `json:"run_id"`
+	Checkpoints []pregel.StepInfo `json:"checkpoints"`
+}
+
+// DrainRequest is the body of POST /v1/runs/{run_id}/drain; it may be
+// empty.
+type DrainRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/runs/{run_id}/resume: Resume
+// answers every pending interrupt, ResumeByID answers them by interrupt
+// id. A drained run resumes with an empty body.
+type ResumeRequest struct {
+	Resume     json.RawMessage            `json:"resume,omitempty"`
+	ResumeByID map[string]json.RawMessage `json:"resume_by_id,omitempty"`
+}
