@@ -257,7 +257,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
 // Resume continues an interrupted run with the answers in req, or a
 // drained run.
 func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run, error) {
+	var before Run
 	r, err := Mutate(ctx, s.Runs, id, func(r *Run) error {
+		before = *r
 		switch r.Status {
 		case pregel.RunDrained:
 		case pregel.RunInterrupted:
@@ -282,9 +284,29 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 		return Run{}, err
 	}
 	if err := s.Dispatcher.Dispatch(ctx, r); err != nil {
+		// Put the run back as it was, so that the caller can retry.
+		if _, rbErr := Mutate(ctx, s.Runs, id, func(cur *Run) error {
+			if cur.Status != pregel.RunPending || cur.Version != r.Version {
+				return errRolledBack
+			}
+			cur.Status, cur.Resume, cur.DrainRequested, cur.DrainReason = before.Status, before.Resume, before.DrainRequested, before.DrainReason
+			return nil
+		}); rbErr != nil && !errors.Is(rbErr, errRolledBack) {
+			s.logger().Error("roll back a resume that could not be dispatched", "run_id", id, "err", rbErr)
+		}
 		return Run{}, fmt.Errorf("dispatch run: %w", err)
 	}
 	return r, nil
+}
+
+// errRolledBack stops a rollback when the run has moved on.
+var errRolledBack = errors.New("run moved on")
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
 }
 
 func interruptIDs(ins []pregel.InterruptInfo) string {

@@ -1,0 +1,562 @@
+// Package tick runs a graph one superstep per message, as the serverless
+// runtime does: a tick message makes the tick handler load the run, plan
+// the next step, execute inline tasks, hand remote tasks to node handlers,
+// and, once every task of the step has a recorded result, apply them and
+// commit the step. The commit is fenced on the step number, so duplicate,
+// late or concurrent ticks are harmless, and recorded task results are never
+// recomputed. No handler waits for another: the last node task to finish
+// sends the tick that commits its step.
+//
+// The handlers are independent of AWS: the Lambdas in functions/ and the
+// local emulation in `superstep dev --aws` wire them to SQS.
+package tick
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// Tick asks for superstep Step of a run to be executed or committed.
+type Tick struct {
+	RunID string `json:"run_id"`
+	Step  int    `json:"step"`
+	// Nonce distinguishes ticks of one step that must not be
+	// deduplicated (a resume, the commit after a node task).
+	Nonce string `json:"nonce,omitempty"`
+}
+
+// DedupID is the queue deduplication id of the tick.
+func (t Tick) DedupID() string {
+	id := t.RunID + "#" + strconv.Itoa(t.Step)
+	if t.Nonce != "" {
+		id += "#" + t.Nonce
+	}
+	return id
+}
+
+// NodeTask asks a node handler to execute one task of a run's open step.
+type NodeTask struct {
+	RunID  string `json:"run_id"`
+	Step   int    `json:"step"`
+	TaskID string `json:"task_id"`
+}
+
+// Queue carries ticks and node tasks between handlers.
+type Queue interface {
+	SendTick(ctx context.Context, t Tick) error
+	SendTask(ctx context.Context, t NodeTask) error
+}
+
+// Handler executes ticks and node tasks. It is safe for concurrent use.
+type Handler struct {
+	Graphs      *runs.Registry
+	Runs        runs.Store
+	Checkpoints pregel.Checkpointer
+	Queue       Queue
+	Logger      *slog.Logger
+	// Claims, when set, leases each task to one executor at a time.
+	Claims Claims
+	// Lease is how long a claim lasts (default 15 minutes, the longest
+	// a Lambda runs); keep it under the queue's visibility timeout.
+	Lease time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// claim leases a task to this handler call; owner identifies the call.
+// answers, the number of resume values the task runs with, keeps the lease
+// of an earlier, interrupted execution from blocking the resumed one.
+//
+// A handler that takes over the expired lease of another checks again that
+// the task has no result and its step is open: the other may have executed
+// it, recorded it and seen the step committed since this handler looked.
+func (h *Handler) claim(ctx context.Context, t pregel.Task, answers int, owner string) (bool, error) {
+	if h.Claims == nil {
+		return true, nil
+	}
+	now := time.Now()
+	if h.Now != nil {
+		now = h.Now()
+	}
+	ttl := h.Lease
+	if ttl <= 0 {
+		ttl = 15 * time.Minute
+	}
+	ok, tookOver, err := h.Claims.Claim(ctx, t.RunID, t.Step, t.ID+"."+strconv.Itoa(answers), owner, now, now.Add(ttl))
+	if err != nil || !ok || tookOver == "" {
+		return ok, err
+	}
+	pending, err := h.Checkpoints.PendingTasks(ctx, t.RunID, t.Step)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pending {
+		if p.TaskID == t.ID && (isSettled(p) || len(p.Resume) > answers) {
+			return false, nil
+		}
+	}
+	cp, err := h.Checkpoints.Load(ctx, t.RunID, pregel.Latest)
+	if err != nil {
+		return false, err
+	}
+	return cp.Step == t.Step-1, nil
+}
+
+func (h *Handler) log() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.Default()
+}
+
+// ErrBadMessage is wrapped by errors about messages that can never be
+// processed; the caller should leave them to the dead-letter queue.
+var ErrBadMessage = errors.New("tick: bad message")
+
+// Tick executes or commits one superstep. A returned error means the tick
+// should be delivered again; outcomes of the run itself (failed nodes,
+// interrupts) are stored on the run and return nil.
+func (h *Handler) Tick(ctx context.Context, t Tick) error {
+	if t.RunID == "" || t.Step < 1 {
+		return fmt.Errorf("%w: tick needs a run_id and a step >= 1, got %+v", ErrBadMessage, t)
+	}
+	log := h.log().With("run_id", t.RunID, "step", t.Step)
+	run, err := h.Runs.GetRun(ctx, t.RunID)
+	if errors.Is(err, runs.ErrNotFound) {
+		log.Warn("tick for an unknown run; dropped")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if run.Status != pregel.RunPending && run.Status != pregel.RunRunning {
+		log.Debug("tick for a run that is not running; no-op", "status", run.Status)
+		return nil
+	}
+	g, ok := h.Graphs.Get(run.Graph)
+	if !ok {
+		return h.finish(ctx, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
+	}
+	if run.CancelRequested {
+		return h.finish(ctx, run.ID, pregel.RunCancelled, nil, "", "")
+	}
+	cp, err := h.Checkpoints.Load(ctx, run.ID, pregel.Latest)
+	if errors.Is(err, pregel.ErrNotFound) {
+		if cp, err = g.Start(ctx, run.ID, run.Input); err == nil {
+			if err = h.Checkpoints.Commit(ctx, cp); errors.Is(err, pregel.ErrStepConflict) {
+				cp, err = h.Checkpoints.Load(ctx, run.ID, pregel.Latest)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("load run %q: %w", run.ID, err)
+	}
+	step := cp.Step + 1
+	if t.Step != step {
+		// A duplicate or late tick. If the step it names is committed
+		// but the next tick may not have been sent, send it again; the
+		// queue drops it if it was.
+		log.Debug("tick does not match the open step; no-op", "open_step", step)
+		if t.Step < step {
+			return h.advance(ctx, g, cp)
+		}
+		return nil
+	}
+	tasks := g.Plan(cp)
+	if len(tasks) == 0 {
+		return h.advance(ctx, g, cp)
+	}
+	if run.DrainRequested {
+		return h.finish(ctx, run.ID, pregel.RunDrained, nil, "", "")
+	}
+	if cp.Step >= g.MaxSteps() {
+		return h.finish(ctx, run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps()), "")
+	}
+	if run.Status == pregel.RunPending {
+		if _, err := runs.Mutate(ctx, h.Runs, run.ID, func(r *runs.Run) error {
+			if r.Status == pregel.RunPending {
+				r.Status = pregel.RunRunning
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, step)
+	if err != nil {
+		return err
+	}
+	if run.Resume != nil {
+		if pending, err = h.answer(ctx, run, step, pending); err != nil {
+			return err
+		}
+	}
+	settled := settledResults(pending)
+	var inline []pregel.Task
+	remote := 0
+	for _, task := range tasks {
+		if _, ok := settled[task.ID]; ok {
+			continue
+		}
+		if info, _ := g.Node(task.Node()); info.IsRemote() {
+			remote++
+			if err := h.Queue.SendTask(ctx, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID}); err != nil {
+				return fmt.Errorf("send task %s: %w", task.ID, err)
+			}
+			continue
+		}
+		inline = append(inline, task)
+	}
+	if len(inline) > 0 {
+		resume := map[string]map[string]json.RawMessage{}
+		for _, p := range pending {
+			if p.Status == pregel.NodeInterrupted {
+				resume[p.TaskID] = p.Resume
+			}
+		}
+		// Record each result unless the step has a single task: then the
+		// commit follows at once and is the record.
+		record := len(tasks) > 1
+		results, err := h.executeInline(ctx, g, cp, inline, resume, record)
+		if err != nil {
+			return err
+		}
+		if len(results) < len(inline) {
+			// Another handler executes some of them; come back later.
+			return ErrClaimed
+		}
+		for _, r := range results {
+			settled[r.TaskID] = r
+		}
+	}
+	if remote > 0 {
+		// Node handlers may have finished while inline tasks ran; if all
+		// are in, commit now, otherwise the last one sends the tick.
+		if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, step); err != nil {
+			return err
+		}
+		for id, r := range settledResults(pending) {
+			settled[id] = r
+		}
+		for _, task := range tasks {
+			if _, ok := settled[task.ID]; !ok {
+				return nil
+			}
+		}
+	}
+	return h.commit(ctx, g, cp, tasks, settled)
+}
+
+// settledResults indexes the results that settle their task for this
+// step: final ones, and interrupts that have no answer waiting.
+func settledResults(pending []pregel.TaskResult) map[string]pregel.TaskResult {
+	out := make(map[string]pregel.TaskResult, len(pending))
+	for _, p := range pending {
+		if isSettled(p) {
+			out[p.TaskID] = p
+		}
+	}
+	return out
+}
+
+// isSettled reports whether a recorded result settles its task for the
+// step: a final result, or an interrupt with no answer waiting.
+func isSettled(p pregel.TaskResult) bool {
+	return p.Final() || p.Status == pregel.NodeInterrupted && !answersAll(p)
+}
+
+// answersAll reports whether an interrupted result holds an answer for
+// every one of its interrupts, so that running it again makes progress.
+func answersAll(p pregel.TaskResult) bool {
+	if p.Status != pregel.NodeInterrupted || len(p.Interrupts) == 0 {
+		return false
+	}
+	for _, in := range p.Interrupts {
+		if _, ok := p.Resume[in.ID]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// answer records the run's resume values on its interrupted tasks and
+// clears them from the run.
+func (h *Handler) answer(ctx context.Context, run runs.Run, step int, pending []pregel.TaskResult) ([]pregel.TaskResult, error) {
+	answered, err := pregel.Answer(run.ID, pending, run.Resume.Value, run.Resume.Values)
+	if err != nil {
+		// The API validated the request; what is left cannot succeed.
+		h.log().Warn("resume values do not fit the run; ignored", "run_id", run.ID, "err", err)
+	}
+	for i, p := range pending {
+		if a, ok := answered[p.TaskID]; ok {
+			stored, err := h.Checkpoints.RecordTask(ctx, run.ID, step, a)
+			if err != nil {
+				return nil, fmt.Errorf("record resume value: %w", err)
+			}
+			pending[i] = stored
+		}
+	}
+	if _, err := runs.Mutate(ctx, h.Runs, run.ID, func(r *runs.Run) error {
+		r.Resume, r.Interrupts = nil, nil
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return pending, nil
+}
+
+// executeInline runs tasks concurrently in this process.
+func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, resume map[string]map[string]json.RawMessage, record bool) ([]pregel.TaskResult, error) {
+	results := make([]pregel.TaskResult, len(tasks))
+	errs := make([]error, len(tasks))
+	claimed := make([]bool, len(tasks))
+	owner := pregel.NewRunID()
+	var wg sync.WaitGroup
+	for i, task := range tasks {
+		wg.Go(func() {
+			if claimed[i], errs[i] = h.claim(ctx, task, len(resume[task.ID]), owner); !claimed[i] {
+				return
+			}
+			res := g.Execute(ctx, task, cp.Values, resume[task.ID])
+			if record || !res.Final() || res.Status == pregel.NodeFailed {
+				res, errs[i] = h.Checkpoints.RecordTask(ctx, task.RunID, task.Step, res)
+			}
+			results[i] = res
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("record task results: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := results[:0]
+	for i, r := range results {
+		if claimed[i] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// commit applies the step's results, commits the checkpoint and moves the
+// run on.
+func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult) error {
+	results := make([]pregel.TaskResult, 0, len(tasks))
+	for _, task := range tasks {
+		results = append(results, settled[task.ID])
+	}
+	out, err := g.Apply(cp, tasks, results)
+	if err != nil {
+		return fmt.Errorf("apply step %d: %w", cp.Step+1, err)
+	}
+	switch out.Status {
+	case pregel.RunInterrupted:
+		return h.finish(ctx, cp.RunID, pregel.RunInterrupted, out.Interrupts, "", "")
+	case pregel.RunFailed:
+		msg, node := failure(out.Err)
+		return h.finish(ctx, cp.RunID, pregel.RunFailed, nil, msg, node)
+	}
+	if err := h.Checkpoints.Commit(ctx, out.Checkpoint); err != nil {
+		if errors.Is(err, pregel.ErrStepConflict) {
+			h.log().Debug("step committed by another tick", "run_id", cp.RunID, "step", out.Checkpoint.Step)
+			return nil
+		}
+		return fmt.Errorf("commit step %d: %w", out.Checkpoint.Step, err)
+	}
+	return h.advance(ctx, g, out.Checkpoint)
+}
+
+func failure(err error) (msg, node string) {
+	var ne *pregel.NodeError
+	if errors.As(err, &ne) {
+		return fmt.Sprintf("node %q failed after %d attempt(s): %s", ne.Node, ne.Attempts, ne.Message), ne.Node
+	}
+	return err.Error(), ""
+}
+
+// advance brings the run record up to the committed checkpoint cp and,
+// reading the drain and cancel requests afresh, either stops the run or
+// sends the tick of the next step.
+func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint) error {
+	next := false
+	_, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
+		next = false
+		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
+			return nil
+		}
+		// A drain a node asked for in this step applies once: when the
+		// record first catches up with the checkpoint.
+		if cp.DrainRequest != "" && !r.DrainRequested && r.Step < cp.Step {
+			r.DrainRequested, r.DrainReason = true, cp.DrainRequest
+		}
+		r.Step, r.Counters = cp.Step, cp.Counters
+		switch {
+		case cp.Done():
+			r.Status = pregel.RunCompleted
+		case r.CancelRequested:
+			r.Status, r.CancelRequested = pregel.RunCancelled, false
+		case r.DrainRequested:
+			r.Status = pregel.RunDrained
+		case cp.Step >= g.MaxSteps():
+			r.Status, r.Error = pregel.RunFailed, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps())
+		default:
+			r.Status, next = pregel.RunRunning, true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next {
+		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+	}
+	return nil
+}
+
+// finish ends or pauses a run that is pending or running.
+func (h *Handler) finish(ctx context.Context, id string, status pregel.RunStatus, interrupts []pregel.InterruptInfo, msg, node string) error {
+	_, err := runs.Mutate(ctx, h.Runs, id, func(r *runs.Run) error {
+		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
+			return nil
+		}
+		r.Status, r.Interrupts, r.Error, r.FailedNode = status, interrupts, msg, node
+		if status == pregel.RunCancelled {
+			r.CancelRequested = false
+		}
+		return nil
+	})
+	return err
+}
+
+// Node executes one remote task and records its result once. When it is
+// the last task of its step to settle, it sends the tick that commits the
+// step.
+func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
+	if nt.RunID == "" || nt.TaskID == "" || nt.Step < 1 {
+		return fmt.Errorf("%w: node task needs run_id, step >= 1 and task_id, got %+v", ErrBadMessage, nt)
+	}
+	log := h.log().With("run_id", nt.RunID, "step", nt.Step, "task_id", nt.TaskID)
+	run, err := h.Runs.GetRun(ctx, nt.RunID)
+	if errors.Is(err, runs.ErrNotFound) {
+		log.Warn("node task for an unknown run; dropped")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if run.Status != pregel.RunRunning && run.Status != pregel.RunPending || run.CancelRequested {
+		log.Debug("node task for a run that is not running; no-op", "status", run.Status)
+		return nil
+	}
+	g, ok := h.Graphs.Get(run.Graph)
+	if !ok {
+		return fmt.Errorf("%w: graph %q is not deployed", ErrBadMessage, run.Graph)
+	}
+	cp, err := h.Checkpoints.Load(ctx, run.ID, nt.Step-1)
+	if err != nil {
+		if errors.Is(err, pregel.ErrNotFound) {
+			log.Debug("node task for a step that is not open; no-op")
+			return nil
+		}
+		return err
+	}
+	if latest, err := h.Checkpoints.Load(ctx, run.ID, pregel.Latest); err != nil {
+		return err
+	} else if latest.Step != cp.Step {
+		log.Debug("node task for a committed step; no-op")
+		return nil
+	}
+	tasks := g.Plan(cp)
+	var task *pregel.Task
+	for i := range tasks {
+		if tasks[i].ID == nt.TaskID {
+			task = &tasks[i]
+		}
+	}
+	if task == nil {
+		return fmt.Errorf("%w: step %d of run %q has no task %s", ErrBadMessage, nt.Step, run.ID, nt.TaskID)
+	}
+	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
+	if err != nil {
+		return err
+	}
+	var resume map[string]json.RawMessage
+	for _, p := range pending {
+		if p.TaskID != task.ID {
+			continue
+		}
+		if isSettled(p) {
+			log.Debug("task already settled; not executed again")
+			return h.commitIfSettled(ctx, tasks, nt, pending)
+		}
+		resume = p.Resume
+	}
+	if ok, err := h.claim(ctx, *task, len(resume), pregel.NewRunID()); err != nil {
+		return err
+	} else if !ok {
+		return ErrClaimed
+	}
+	res := g.Execute(ctx, *task, cp.Values, resume)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res); err != nil {
+		return fmt.Errorf("record task %s: %w", task.ID, err)
+	}
+	if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step); err != nil {
+		return err
+	}
+	return h.commitIfSettled(ctx, tasks, nt, pending)
+}
+
+// commitIfSettled sends the commit tick when every task of the step has a
+// settled result.
+func (h *Handler) commitIfSettled(ctx context.Context, tasks []pregel.Task, nt NodeTask, pending []pregel.TaskResult) error {
+	settled := settledResults(pending)
+	for _, t := range tasks {
+		if _, ok := settled[t.ID]; !ok {
+			return nil
+		}
+	}
+	// The nonce names the result that completed the step, so a repeat
+	// of this message is deduplicated but the commit after a resume is
+	// not.
+	last := settled[nt.TaskID]
+	nonce := "commit." + nt.TaskID + "." + string(last.Status) + "." + strconv.Itoa(len(last.Resume))
+	return h.Queue.SendTick(ctx, Tick{RunID: nt.RunID, Step: nt.Step, Nonce: nonce})
+}
+
+// Dispatcher starts and resumes runs by sending their next tick. It
+// implements runs.Dispatcher for the serverless runtime.
+type Dispatcher struct {
+	Checkpoints pregel.Checkpointer
+	Queue       Queue
+}
+
+// Dispatch sends the tick of the run's open step. The nonce, the record's
+// version, keeps a resume from being taken for a duplicate of an earlier
+// tick of the same step.
+func (d *Dispatcher) Dispatch(ctx context.Context, r runs.Run) error {
+	step := 1
+	if cp, err := d.Checkpoints.Load(ctx, r.ID, pregel.Latest); err == nil {
+		step = cp.Step + 1
+	} else if !errors.Is(err, pregel.ErrNotFound) {
+		return err
+	}
+	return d.Queue.SendTick(ctx, Tick{RunID: r.ID, Step: step, Nonce: "v" + strconv.FormatInt(r.Version, 10)})
+}
+
+// Signal does nothing: ticks read drain and cancel requests from the run
+// record at every step boundary.
+func (d *Dispatcher) Signal(context.Context, runs.Run) {}

@@ -1,0 +1,460 @@
+package tick_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/tick"
+)
+
+type St struct {
+	Log   []string `json:"log" reduce:"append"`
+	Total int      `json:"total" reduce:"sum"`
+	Count int      `json:"count"`
+	Items []int    `json:"items"`
+	Reply string   `json:"reply"`
+}
+
+// executions counts node executions per task id and notes which results
+// were recorded, to check that a recorded task never runs again.
+type executions struct {
+	mu       sync.Mutex
+	runs     map[string]int
+	recorded map[string]bool
+	again    []string
+}
+
+func newExecutions() *executions {
+	return &executions{runs: map[string]int{}, recorded: map[string]bool{}}
+}
+
+func (e *executions) ran(ctx context.Context) {
+	info, _ := pregel.TaskFrom(ctx)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.runs[info.TaskID]++
+	if e.recorded[info.TaskID] {
+		e.again = append(e.again, info.TaskID+":"+info.Node+":"+fmt.Sprint(info.Step))
+	}
+}
+
+// testGraph: prepare -> fan-out to remote workers and an inline side
+// branch -> join -> loop of an inline node three times -> optional
+// approval interrupt -> end.
+func testGraph(t testing.TB, ex *executions, ask bool) *pregel.Graph {
+	g := pregel.NewGraph[St]("tickgraph")
+	g.AddFunc("prepare", func(ctx context.Context, s St) (St, error) {
+		ex.ran(ctx)
+		return St{Items: []int{1, 2, 3, 4}, Log: []string{"prepare"}}, nil
+	})
+	g.AddFunc("work", func(ctx context.Context, s St) (St, error) {
+		ex.ran(ctx)
+		n, err := pregel.Arg[int](ctx)
+		if err != nil {
+			return St{}, err
+		}
+		return St{Total: n * 10, Log: []string{fmt.Sprint("work", n)}}, nil
+	}, pregel.Remote())
+	g.AddFunc("side", func(ctx context.Context, s St) (St, error) {
+		ex.ran(ctx)
+		return St{Log: []string{"side"}}, nil
+	})
+	g.AddFunc("join", func(ctx context.Context, s St) (St, error) {
+		ex.ran(ctx)
+		return St{Log: []string{fmt.Sprint("join", s.Total)}}, nil
+	})
+	g.AddFunc("loop", func(ctx context.Context, s St) (St, error) {
+		ex.ran(ctx)
+		return St{Count: s.Count + 1, Log: []string{fmt.Sprint("loop", s.Count)}}, nil
+	})
+	g.AddFunc("approve", func(ctx context.Context, s St) (St, error) {
+		ex.ran(ctx)
+		if !ask {
+			return St{Reply: "auto"}, nil
+		}
+		v, err := pregel.Interrupt[string](ctx, "approve?")
+		if err != nil {
+			return St{}, err
+		}
+		return St{Reply: v}, nil
+	}, pregel.Remote())
+	g.AddEdge(pregel.Start, "prepare").AddEdge("prepare", "side")
+	g.AddFanOut("prepare", "work", func(_ context.Context, s St) ([]any, error) {
+		out := make([]any, len(s.Items))
+		for i, v := range s.Items {
+			out[i] = v
+		}
+		return out, nil
+	})
+	g.AddJoin("join", "work", "side").AddEdge("join", "loop")
+	g.AddConditionalEdges("loop", func(_ context.Context, s St) ([]string, error) {
+		if s.Count < 3 {
+			return []string{"loop"}, nil
+		}
+		return []string{"approve"}, nil
+	}, "loop", "approve")
+	g.AddEdge("approve", pregel.End)
+	cg, err := g.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cg
+}
+
+// message is a tick or a node task in flight.
+type message struct {
+	tick *tick.Tick
+	task *tick.NodeTask
+}
+
+// chaosQueue delivers messages in random order, sometimes twice, and
+// deduplicates ticks by id like an SQS FIFO queue.
+type chaosQueue struct {
+	mu       sync.Mutex
+	msgs     []message
+	seen     map[string]bool
+	failSend func() error
+}
+
+func (q *chaosQueue) push(m message) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.msgs = append(q.msgs, m)
+}
+
+func (q *chaosQueue) SendTick(_ context.Context, t tick.Tick) error {
+	if q.failSend != nil {
+		if err := q.failSend(); err != nil {
+			return err
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.seen[t.DedupID()] {
+		return nil
+	}
+	q.seen[t.DedupID()] = true
+	q.msgs = append(q.msgs, message{tick: &t})
+	return nil
+}
+
+func (q *chaosQueue) SendTask(_ context.Context, t tick.NodeTask) error {
+	if q.failSend != nil {
+		if err := q.failSend(); err != nil {
+			return err
+		}
+	}
+	q.push(message{task: &t})
+	return nil
+}
+
+func (q *chaosQueue) pop(rng *rand.Rand) (message, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.msgs) == 0 {
+		return message{}, false
+	}
+	i := rng.IntN(len(q.msgs))
+	m := q.msgs[i]
+	q.msgs = slices.Delete(q.msgs, i, i+1)
+	return m, true
+}
+
+var errCrash = errors.New("simulated crash")
+
+// crashStore fails one chosen call, before or after it reaches the store.
+type crashStore struct {
+	pregel.Checkpointer
+	ex     *executions
+	mu     sync.Mutex
+	calls  int
+	failAt int
+	after  bool
+}
+
+func (c *crashStore) crash() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	return c.calls == c.failAt
+}
+
+func (c *crashStore) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
+	if c.crash() {
+		if c.after {
+			_ = c.Checkpointer.Commit(ctx, cp)
+		}
+		return errCrash
+	}
+	return c.Checkpointer.Commit(ctx, cp)
+}
+
+func (c *crashStore) RecordTask(ctx context.Context, runID string, step int, r pregel.TaskResult) (pregel.TaskResult, error) {
+	crash := c.crash()
+	if crash && !c.after {
+		return pregel.TaskResult{}, errCrash
+	}
+	stored, err := c.Checkpointer.RecordTask(ctx, runID, step, r)
+	if err == nil && stored.Final() {
+		c.ex.mu.Lock()
+		c.ex.recorded[stored.TaskID] = true
+		c.ex.mu.Unlock()
+	}
+	if crash {
+		return pregel.TaskResult{}, errCrash
+	}
+	return stored, err
+}
+
+type env struct {
+	h     *tick.Handler
+	svc   *runs.Service
+	queue *chaosQueue
+	store *crashStore
+	ex    *executions
+	clock *fakeClock
+}
+
+func newEnv(t testing.TB, ask bool) *env {
+	ex := newExecutions()
+	g := testGraph(t, ex, ask)
+	reg, err := runs.NewRegistry(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &chaosQueue{seen: map[string]bool{}}
+	store := &crashStore{Checkpointer: pregel.NewMemoryStore(), ex: ex}
+	rs := runs.NewMemoryStore()
+	clock := &fakeClock{now: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
+	h := &tick.Handler{Graphs: reg, Runs: rs, Checkpoints: store, Queue: q, Claims: &tick.MemoryClaims{}, Now: clock.Now}
+	svc := &runs.Service{Graphs: reg, Runs: rs, Checkpoints: store, Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: q}}
+	return &env{h: h, svc: svc, queue: q, store: store, ex: ex, clock: clock}
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// redeliver models a message coming back after the visibility timeout,
+// which outlasts any lease.
+func (c *fakeClock) redeliver() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Hour)
+}
+
+// drain delivers messages until none is left. Failed deliveries are
+// redelivered; with dup, some are delivered twice, some concurrently.
+func (e *env) drain(t testing.TB, rng *rand.Rand, dup bool) {
+	ctx := context.Background()
+	deliver := func(m message) error {
+		if m.tick != nil {
+			return e.h.Tick(ctx, *m.tick)
+		}
+		return e.h.Node(ctx, *m.task)
+	}
+	for n := 0; ; n++ {
+		if n > 10000 {
+			t.Fatal("messages never stop: a run is stuck in a loop of ticks")
+		}
+		m, ok := e.queue.pop(rng)
+		if !ok {
+			return
+		}
+		if dup && rng.IntN(4) == 0 { // the same message twice at once
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i := range 2 {
+				wg.Go(func() { errs[i] = deliver(m) })
+			}
+			wg.Wait()
+			for _, err := range errs {
+				if err != nil {
+					e.clock.redeliver()
+					e.queue.push(m)
+				}
+			}
+			continue
+		}
+		if err := deliver(m); err != nil {
+			if errors.Is(err, tick.ErrBadMessage) {
+				t.Fatalf("bad message %+v: %v", m, err)
+			}
+			e.clock.redeliver()
+			e.queue.push(m) // redelivery after the visibility timeout
+			continue
+		}
+		if dup && rng.IntN(5) == 0 {
+			e.queue.push(m) // a late duplicate
+		}
+	}
+}
+
+func reference(t *testing.T, ask bool) *pregel.Result {
+	t.Helper()
+	g := testGraph(t, newExecutions(), ask)
+	ctx := context.Background()
+	store := pregel.NewMemoryStore()
+	res, err := g.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("ref"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ask {
+		res, err = g.Resume(ctx, "ref", pregel.WithStore(store), pregel.WithResume("yes"))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res
+}
+
+func equalJSON(a, b map[string]json.RawMessage) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func TestTickRunsToTheEmbeddedResult(t *testing.T) {
+	ref := reference(t, false)
+	e := newEnv(t, false)
+	ctx := context.Background()
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rand.New(rand.NewPCG(1, 2)), false)
+	r, _ := e.svc.Get(ctx, "r1")
+	if r.Status != pregel.RunCompleted || r.Counters != ref.Counters || r.Step != ref.Step {
+		t.Fatalf("run = %+v, want completed like %+v", r, ref)
+	}
+	cp, _ := e.store.Load(ctx, "r1", pregel.Latest)
+	if !equalJSON(cp.Values, ref.Values) {
+		t.Errorf("values %s, want %s", cp.Values, ref.Values)
+	}
+}
+
+// Faults at every point of the protocol, duplicated, delayed and concurrent
+// deliveries: every run ends as an undisturbed one, and no task whose
+// result was recorded runs again.
+func TestTickFaults(t *testing.T) {
+	for _, ask := range []bool{false, true} {
+		ref := reference(t, ask)
+		for seed := range uint64(60) {
+			t.Run(fmt.Sprintf("ask=%v/seed=%d", ask, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, 7))
+				e := newEnv(t, ask)
+				e.store.failAt = 1 + rng.IntN(20)
+				e.store.after = rng.IntN(2) == 0
+				var sends atomic.Int32
+				failSend := int32(1 + rng.IntN(20))
+				e.queue.failSend = func() error {
+					if sends.Add(1) == failSend {
+						return errCrash
+					}
+					return nil
+				}
+				ctx := context.Background()
+				if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
+					// The crash hit the first tick: the client retries.
+					if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				e.drain(t, rng, true)
+				r, _ := e.svc.Get(ctx, "r")
+				if ask {
+					if r.Status != pregel.RunInterrupted {
+						t.Fatalf("run = %+v, want interrupted", r)
+					}
+					if _, err := e.svc.Resume(ctx, "r", runs.ResumeRequest{Value: json.RawMessage(`"yes"`)}); err != nil {
+						// The crash hit the resume's tick: the client retries.
+						if _, err := e.svc.Resume(ctx, "r", runs.ResumeRequest{Value: json.RawMessage(`"yes"`)}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					e.drain(t, rng, true)
+					r, _ = e.svc.Get(ctx, "r")
+				}
+				if r.Status != pregel.RunCompleted || r.Counters != ref.Counters || r.Step != ref.Step {
+					t.Fatalf("run = %+v\nwant completed with %+v at step %d", r, ref.Counters, ref.Step)
+				}
+				cp, _ := e.store.Load(ctx, "r", pregel.Latest)
+				if !equalJSON(cp.Values, ref.Values) {
+					t.Errorf("values %s\nwant %s", cp.Values, ref.Values)
+				}
+				if len(e.ex.again) > 0 {
+					t.Errorf("tasks ran again after their result was recorded: %v", e.ex.again)
+				}
+			})
+		}
+	}
+}
+
+func TestTickDrainAndCancel(t *testing.T) {
+	ref := reference(t, false)
+	ctx := context.Background()
+	t.Run("drain stops before the next step and resume completes", func(t *testing.T) {
+		e := newEnv(t, false)
+		rng := rand.New(rand.NewPCG(3, 4))
+		if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "d"}); err != nil {
+			t.Fatal(err)
+		}
+		// Deliver the first tick only, then ask for a drain.
+		m, _ := e.queue.pop(rng)
+		if err := e.h.Tick(ctx, *m.tick); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Drain(ctx, "d", "maintenance"); err != nil {
+			t.Fatal(err)
+		}
+		e.drain(t, rng, false)
+		r, _ := e.svc.Get(ctx, "d")
+		if r.Status != pregel.RunDrained || r.DrainReason != "maintenance" || r.Step != 1 {
+			t.Fatalf("run = %+v, want drained at step 1", r)
+		}
+		if _, err := e.svc.Resume(ctx, "d", runs.ResumeRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		e.drain(t, rng, false)
+		r, _ = e.svc.Get(ctx, "d")
+		cp, _ := e.store.Load(ctx, "d", pregel.Latest)
+		if r.Status != pregel.RunCompleted || !equalJSON(cp.Values, ref.Values) {
+			t.Fatalf("after resume: %+v %s", r, cp.Values)
+		}
+	})
+	t.Run("cancel", func(t *testing.T) {
+		e := newEnv(t, false)
+		rng := rand.New(rand.NewPCG(5, 6))
+		if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "c"}); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := e.queue.pop(rng)
+		if err := e.h.Tick(ctx, *m.tick); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.svc.Cancel(ctx, "c"); err != nil {
+			t.Fatal(err)
+		}
+		e.drain(t, rng, false)
+		r, _ := e.svc.Get(ctx, "c")
+		if r.Status != pregel.RunCancelled || r.Step != 1 {
+			t.Fatalf("run = %+v, want cancelled at step 1", r)
+		}
+	})
+}
