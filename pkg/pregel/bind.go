@@ -28,8 +28,9 @@ func (b *Builder[S]) bind(g *Graph) {
 		if len(rs) == 0 && len(fs) == 0 {
 			return nil
 		}
+		where := "router of " + from
 		return func(ctx context.Context, st S) (out []Trigger, err error) {
-			defer recoverInto(&err, "router of "+from)
+			defer recoverInto(&err, where)
 			for _, r := range rs {
 				names, err := r.fn(ctx, st)
 				if err != nil {
@@ -110,6 +111,7 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 	sc := b.schema
 	impl := bn.node
 	declared := n.info.Writes
+	where := "node " + n.info.ID
 	return func(ctx context.Context, tc *taskContext, values map[string]json.RawMessage) (res TaskResult) {
 		res = TaskResult{TaskID: tc.info.TaskID, Node: n.info.ID}
 		fail := func(err error) TaskResult {
@@ -177,7 +179,7 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 					return fail(err)
 				}
 			}
-			update, err = b.attempt(ctx, n, impl, st)
+			update, err = b.attempt(ctx, n, impl, st, where)
 			if err == nil {
 				break
 			}
@@ -212,15 +214,9 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 			return fail(fmt.Errorf("node %q: %w", n.info.ID, err))
 		}
 		if routes != nil {
-			post := values
-			if len(res.Writes) > 0 {
-				if post, err = g.reduce(values, res.Writes); err != nil {
-					return fail(fmt.Errorf("node %q: %w", n.info.ID, err))
-				}
-			}
-			pst, err := sc.decode(post)
+			pst, err := sc.decodeAfter(values, res.Writes, g.reduceOne)
 			if err != nil {
-				return fail(err)
+				return fail(fmt.Errorf("node %q: %w", n.info.ID, err))
 			}
 			if res.Routes, err = routes(ctx, pst); err != nil {
 				return fail(err)
@@ -233,8 +229,8 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 }
 
 // attempt runs the node's hooks and Execute once, within its timeout.
-func (b *Builder[S]) attempt(ctx context.Context, n *node, impl Node[S], st S) (update S, err error) {
-	defer recoverInto(&err, "node "+n.info.ID)
+func (b *Builder[S]) attempt(ctx context.Context, n *node, impl Node[S], st S, where string) (update S, err error) {
+	defer recoverInto(&err, where)
 	if n.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, n.timeout)

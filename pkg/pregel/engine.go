@@ -214,7 +214,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 			frontier.add(Trigger{Node: g.nodes[from].onError, From: []string{from}, Failure: &Failure{Node: from, Attempts: r.Attempts, Error: r.Error}})
 			continue
 		}
-		for _, ch := range slices.Sorted(maps.Keys(r.Writes)) {
+		for _, ch := range sortedKeys(r.Writes) {
 			if !slices.Contains(g.channels, ch) {
 				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("wrote %q, which is not a channel of the state", ch)}}, nil
 			}
@@ -291,19 +291,39 @@ func (f *frontier) add(t Trigger) {
 		f.list = append(f.list, t)
 		return
 	}
-	if i, ok := f.byNode[t.Node]; ok {
+	i := -1
+	if f.byNode != nil {
+		if j, ok := f.byNode[t.Node]; ok {
+			i = j
+		}
+	} else {
+		for j := range f.list {
+			if l := &f.list[j]; !l.Send && l.Failure == nil && l.Node == t.Node {
+				i = j
+				break
+			}
+		}
+	}
+	if i >= 0 {
 		for _, p := range t.From {
 			if !slices.Contains(f.list[i].From, p) {
-				f.list[i].From = append(f.list[i].From, p)
+				// Clip: never append into a slice the trigger may share.
+				f.list[i].From = append(slices.Clip(f.list[i].From), p)
 			}
 		}
 		return
 	}
-	if f.byNode == nil {
-		f.byNode = make(map[string]int)
+	if f.byNode == nil && len(f.list) >= 16 {
+		f.byNode = make(map[string]int, 2*len(f.list))
+		for j, l := range f.list {
+			if !l.Send && l.Failure == nil {
+				f.byNode[l.Node] = j
+			}
+		}
 	}
-	f.byNode[t.Node] = len(f.list)
-	t.From = slices.Clone(t.From)
+	if f.byNode != nil {
+		f.byNode[t.Node] = len(f.list)
+	}
 	f.list = append(f.list, t)
 }
 
@@ -331,4 +351,15 @@ func (g *Graph) reduce(values, writes map[string]json.RawMessage) (map[string]js
 		out[ch] = v
 	}
 	return out, nil
+}
+
+// sortedKeys returns the channels of writes in order, without sorting the
+// common single write.
+func sortedKeys(writes map[string]json.RawMessage) []string {
+	if len(writes) == 1 {
+		for k := range writes {
+			return []string{k}
+		}
+	}
+	return slices.Sorted(maps.Keys(writes))
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -363,8 +364,14 @@ func (g *Graph) drive(ctx context.Context, cfg *runConfig, cp *Checkpoint, pendi
 // recorded.
 func (g *Graph) runStep(ctx context.Context, cfg *runConfig, em *emitter, cp *Checkpoint, tasks []Task, pending []TaskResult) ([]TaskResult, error) {
 	results := make([]TaskResult, len(tasks))
-	resume := make(map[string]map[string]json.RawMessage)
-	recorded := make(map[string]TaskResult, len(pending))
+	var (
+		resume   map[string]map[string]json.RawMessage
+		recorded map[string]TaskResult
+	)
+	if len(pending) > 0 {
+		resume = make(map[string]map[string]json.RawMessage)
+		recorded = make(map[string]TaskResult, len(pending))
+	}
 	for _, p := range pending {
 		if p.Final() {
 			recorded[p.TaskID] = p
@@ -372,7 +379,13 @@ func (g *Graph) runStep(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 			resume[p.TaskID] = p.Resume
 		}
 	}
-	var todo []int
+	record := len(tasks) > 1
+	if len(tasks) == 1 && len(recorded) == 0 {
+		var err error
+		results[0], err = g.runTask(ctx, cfg, em, cp, tasks[0], resume[tasks[0].ID], record)
+		return results, err
+	}
+	todo := make([]int, 0, len(tasks))
 	for i, t := range tasks {
 		if r, ok := recorded[t.ID]; ok {
 			results[i] = r
@@ -380,47 +393,59 @@ func (g *Graph) runStep(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 		}
 		todo = append(todo, i)
 	}
-	record := len(tasks) > 1
+	// A pool of workers, not a goroutine per task: each task in a fresh
+	// goroutine pays for growing its stack.
 	var (
 		mu       sync.Mutex
 		firstErr error
+		next     atomic.Int64
+		wg       sync.WaitGroup
 	)
-	one := func(i int) {
-		t := tasks[i]
-		em.emit(Event{Type: EventNodeStarted, Step: t.Step, Node: t.Node(), TaskID: t.ID, Arg: t.Trigger.Arg})
-		res, _ := g.execute(ctx, t, cp.Values, resume[t.ID])
-		if ctx.Err() != nil {
-			results[i] = res
-			return
-		}
-		if record || !(res.Status == NodeCompleted || res.Status == NodeSkipped || res.Status == NodeCancelled) {
-			stored, err := cfg.store.RecordTask(ctx, t.RunID, t.Step, res)
-			if err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = fmt.Errorf("pregel: record task %s of run %q: %w", t.ID, t.RunID, err)
-				}
-				mu.Unlock()
-			} else {
-				res = stored
-			}
-		}
-		results[i] = res
-		em.emit(Event{Type: EventNodeFinished, Step: t.Step, Node: t.Node(), TaskID: t.ID, Status: res.Status, Reason: res.Reason, Error: res.Error, Attempts: res.Attempts, Writes: res.Writes, Interrupts: res.Interrupts})
-	}
-	if len(todo) == 1 {
-		one(todo[0])
-		return results, firstErr
-	}
-	sem := make(chan struct{}, g.concurrency)
-	var wg sync.WaitGroup
-	for _, i := range todo {
-		sem <- struct{}{}
+	for range min(g.concurrency, len(todo)) {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			one(i)
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(todo) {
+					return
+				}
+				i := todo[k]
+				var err error
+				results[i], err = g.runTask(ctx, cfg, em, cp, tasks[i], resume[tasks[i].ID], record)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
 		})
 	}
 	wg.Wait()
 	return results, firstErr
+}
+
+// runTask executes one task and records its result when record is set or
+// the result is not a plain completion.
+func (g *Graph) runTask(ctx context.Context, cfg *runConfig, em *emitter, cp *Checkpoint, t Task, resume map[string]json.RawMessage, record bool) (TaskResult, error) {
+	if em.fn != nil {
+		em.emit(Event{Type: EventNodeStarted, Step: t.Step, Node: t.Node(), TaskID: t.ID, Arg: t.Trigger.Arg})
+	}
+	res, _ := g.execute(ctx, t, cp.Values, resume)
+	if ctx.Err() != nil {
+		return res, nil
+	}
+	var err error
+	if record || !(res.Status == NodeCompleted || res.Status == NodeSkipped || res.Status == NodeCancelled) {
+		stored, rerr := cfg.store.RecordTask(ctx, t.RunID, t.Step, res)
+		if rerr != nil {
+			err = fmt.Errorf("pregel: record task %s of run %q: %w", t.ID, t.RunID, rerr)
+		} else {
+			res = stored
+		}
+	}
+	if em.fn != nil {
+		em.emit(Event{Type: EventNodeFinished, Step: t.Step, Node: t.Node(), TaskID: t.ID, Status: res.Status, Reason: res.Reason, Error: res.Error, Attempts: res.Attempts, Writes: res.Writes, Interrupts: res.Interrupts})
+	}
+	return res, err
 }

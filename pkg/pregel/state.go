@@ -116,3 +116,38 @@ func (s *schema[S]) undeclared(st S, declared []string) (string, bool) {
 	}
 	return "", false
 }
+
+// decodeAfter builds the S that values hold once writes are applied with
+// reduce, without building the reduced map.
+func (s *schema[S]) decodeAfter(values, writes map[string]json.RawMessage, reduce func(ch string, cur, w json.RawMessage) (json.RawMessage, error)) (S, error) {
+	var out S
+	v := reflect.ValueOf(&out).Elem()
+	set := func(name string, raw json.RawMessage) error {
+		i, ok := s.byName[name]
+		if !ok {
+			return nil
+		}
+		f := v.FieldByIndex(s.channels[i].index)
+		if err := json.Unmarshal(raw, f.Addr().Interface()); err != nil {
+			return fmt.Errorf("decode channel %q: %w", name, err)
+		}
+		return nil
+	}
+	for name, raw := range values {
+		if _, w := writes[name]; !w {
+			if err := set(name, raw); err != nil {
+				return out, err
+			}
+		}
+	}
+	for name, w := range writes {
+		raw, err := reduce(name, values[name], w)
+		if err != nil {
+			return out, fmt.Errorf("channel %q: %w", name, err)
+		}
+		if err := set(name, raw); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
