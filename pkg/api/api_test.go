@@ -563,7 +563,7 @@ func TestListRuns(t *testing.T) {
 		detail string
 	}{
 		{"?status=done", 400, `status "done" is not a run status`},
-		{"?graph=nope", 404, `graph "nope" is not registered`},
+		{"?graph=nope", 400, `graph "nope" is not registered`},
 		{"?limit=0", 400, `limit "0" must be`},
 		{"?limit=x", 400, `limit "x" must be`},
 		{"?limit=501", 400, `limit "501" must be`},

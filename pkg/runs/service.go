@@ -171,8 +171,8 @@ func (s *Service) Get(ctx context.Context, id string) (Run, error) {
 // List lists runs.
 func (s *Service) List(ctx context.Context, f Filter) (Page, error) {
 	if f.Graph != "" {
-		if _, err := s.Graphs.lookup(f.Graph); err != nil {
-			return Page{}, err
+		if _, ok := s.Graphs.Get(f.Graph); !ok {
+			return Page{}, fmt.Errorf("graph %q is not registered; graphs are %s: %w", f.Graph, strings.Join(s.Graphs.names, ", "), ErrInvalid)
 		}
 	}
 	switch f.Status {
@@ -181,7 +181,7 @@ func (s *Service) List(ctx context.Context, f Filter) (Page, error) {
 		return Page{}, fmt.Errorf("status %q is not a run status; use pending, running, interrupted, drained, completed, failed or cancelled: %w", f.Status, ErrInvalid)
 	}
 	if f.Limit < 0 || f.Limit > 500 {
-		return Page{}, fmt.Errorf("limit %d must be between 1 and 500: %w", f.Limit, ErrInvalid)
+		return Page{}, fmt.Errorf("limit %d must be between 1 and 500 (0 means 50): %w", f.Limit, ErrInvalid)
 	}
 	return s.Runs.ListRuns(ctx, f)
 }
@@ -262,6 +262,9 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 		before = *r
 		switch r.Status {
 		case pregel.RunDrained:
+			if len(req.Value) > 0 || len(req.Values) > 0 {
+				return fmt.Errorf("run %q is drained, not interrupted: it waits for no value; resume it without one: %w", id, ErrInvalid)
+			}
 		case pregel.RunInterrupted:
 			if len(req.Value) == 0 && len(req.Values) == 0 {
 				return fmt.Errorf("run %q waits for a value for interrupt(s) %s; send {\"resume\": value}: %w", id, interruptIDs(r.Interrupts), ErrInvalid)
