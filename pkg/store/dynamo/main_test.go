@@ -1,0 +1,60 @@
+package dynamo_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/awsmeter"
+	"github.com/superstep/superstep/pkg/store/dynamo"
+)
+
+// moto is the emulator the tests of this package share.
+var moto mototest.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := moto.Close(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// env is a table on the shared emulator with a metered client.
+type env struct {
+	client *dynamodb.Client
+	table  string
+	meter  *awsmeter.Meter
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// newEnv creates a table unique to t.
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	srv := moto.Start(t)
+	meter := new(awsmeter.Meter)
+	client := dynamodb.NewFromConfig(srv.Config, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, meter.Install)
+	})
+	var b [4]byte
+	rand.Read(b[:])
+	name := unsafeChars.ReplaceAllString(t.Name(), "-")
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	table := name + "-" + hex.EncodeToString(b[:])
+	if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
+		t.Fatal(err)
+	}
+	return &env{client: client, table: table, meter: meter}
+}
+
+func (e *env) store(opts ...dynamo.Option) *dynamo.Store {
+	return dynamo.New(e.client, e.table, opts...)
+}

@@ -1,0 +1,521 @@
+package dynamo_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/superstep/superstep/pkg/awsmeter"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/store/dynamo"
+)
+
+// growState is the state of the graph of TestLargeStateRun.
+type growState struct {
+	Chunks []string `json:"chunks" reduce:"append"`
+	Steps  int      `json:"steps"`
+}
+
+// piece returns the i-th chunk the graph appends: n bytes of JSON-safe
+// text that differ from one chunk to the next.
+func piece(i, n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	r := i % len(alphabet)
+	s := fmt.Sprintf("chunk %d:", i) + strings.Repeat(alphabet[r:]+alphabet[:r], n/len(alphabet)+1)
+	return s[:n]
+}
+
+// TestLargeStateRun runs a graph whose state grows by 500 KB a step to over
+// 5 MB, on the store, and checks the final state byte for byte, from the
+// run's result and from a checkpoint loaded by another Store.
+func TestLargeStateRun(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	const pieceSize = 500 << 10
+	const target = 5 << 20
+	g := pregel.NewGraph[growState]("grow")
+	g.AddFunc("grow", func(_ context.Context, s growState) (growState, error) {
+		return growState{Chunks: []string{piece(len(s.Chunks), pieceSize)}, Steps: s.Steps + 1}, nil
+	})
+	g.AddEdge(pregel.Start, "grow")
+	g.AddConditionalEdges("grow", func(_ context.Context, s growState) ([]string, error) {
+		if len(s.Chunks)*pieceSize >= target {
+			return []string{pregel.End}, nil
+		}
+		return []string{"grow"}, nil
+	}, "grow", pregel.End)
+	graph, err := g.Compile(pregel.MaxSteps(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A meter per step: the observer is not needed, the meter's totals
+	// over the run divided by the steps say enough.
+	before := e.meter.Snapshot()
+	res, err := graph.Run(ctx, growState{}, pregel.WithStore(e.store()), pregel.WithRunID("big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := e.meter.Snapshot().Sub(before)
+	if res.Status != pregel.RunCompleted {
+		t.Fatalf("run status %s (%v), want completed", res.Status, res.Err)
+	}
+	n := (target + pieceSize - 1) / pieceSize
+	want := growState{Steps: n}
+	for i := range n {
+		want.Chunks = append(want.Chunks, piece(i, pieceSize))
+	}
+	check := func(what string, values map[string]json.RawMessage) {
+		t.Helper()
+		var got growState
+		raw, _ := json.Marshal(values)
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got.Steps != want.Steps || len(got.Chunks) != len(want.Chunks) {
+			t.Fatalf("%s: %d steps and %d chunks, want %d and %d", what, got.Steps, len(got.Chunks), want.Steps, len(want.Chunks))
+		}
+		for i := range want.Chunks {
+			if got.Chunks[i] != want.Chunks[i] {
+				t.Fatalf("%s: chunk %d differs", what, i)
+			}
+		}
+	}
+	check("Run result", res.Values)
+
+	cp, err := e.store().Load(ctx, "big", pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("Load(Latest)", cp.Values)
+	if size := len(cp.Values["chunks"]); size < target {
+		t.Errorf("final chunks channel is %d bytes, want over %d", size, target)
+	}
+	if cp.Step != res.Step {
+		t.Errorf("Load(Latest) step %d, run result step %d", cp.Step, res.Step)
+	}
+	// An earlier step loads too, with its smaller state.
+	mid, err := e.store().Load(ctx, "big", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var midState growState
+	raw, _ := json.Marshal(mid.Values)
+	if err := json.Unmarshal(raw, &midState); err != nil || len(midState.Chunks) != 3 || midState.Chunks[2] != piece(2, pieceSize) {
+		t.Errorf("Load(3): %d chunks (%v), want 3", len(midState.Chunks), err)
+	}
+	steps := res.Step + 1
+	tot := used.Total()
+	t.Logf("run of %d steps to %d bytes of state: %d requests (%.1f per step), %d request bytes, %d response bytes; by operation: %s",
+		steps, len(cp.Values["chunks"]), tot.Requests, float64(tot.Requests)/float64(steps), tot.RequestBytes, tot.ResponseBytes, opsString(used))
+}
+
+func opsString(st awsmeter.Stats) string {
+	var parts []string
+	for _, name := range st.Names() {
+		o := st.Op(name)
+		parts = append(parts, fmt.Sprintf("%s=%d (%d B)", name, o.Requests, o.RequestBytes))
+	}
+	return strings.Join(parts, " ")
+}
+
+// checkpoints returns steps 0..n-1 of a run with channels a..e where step
+// i > 0 changes only channel "a" (and "b" every third step).
+func checkpoints(run string, n int) []*pregel.Checkpoint {
+	var out []*pregel.Checkpoint
+	values := map[string]json.RawMessage{}
+	versions := map[string]int{}
+	for step := range n {
+		if step == 0 {
+			for _, ch := range []string{"a", "b", "c", "d", "e"} {
+				values[ch] = json.RawMessage(strconv.Quote(strings.Repeat(ch, 2000)))
+				versions[ch] = 0
+			}
+		} else {
+			values["a"] = json.RawMessage(strconv.Itoa(step))
+			versions["a"] = step
+			if step%3 == 0 {
+				values["b"] = json.RawMessage(fmt.Sprintf(`{"b":%d}`, step))
+				versions["b"] = step
+			}
+		}
+		out = append(out, &pregel.Checkpoint{
+			RunID: run, Graph: "g", Step: step,
+			Values: maps.Clone(values), Versions: maps.Clone(versions),
+			Next:  []pregel.Trigger{{Node: "n"}},
+			Tasks: []pregel.TaskStatus{{TaskID: fmt.Sprint("t", step), Node: "n", Status: pregel.NodeCompleted}},
+		})
+	}
+	return out
+}
+
+// valueItems returns the sort keys of the run's VAL items.
+func valueItems(t *testing.T, e *env, run string) []string {
+	t.Helper()
+	return sortKeys(t, e, run, "VAL#")
+}
+
+func sortKeys(t *testing.T, e *env, run, prefix string) []string {
+	t.Helper()
+	out, err := e.client.Query(t.Context(), &dynamodb.QueryInput{
+		TableName:              aws.String(e.table),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: "RUN#" + run},
+			":p":  &types.AttributeValueMemberS{Value: prefix},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sks []string
+	for _, it := range out.Items {
+		sks = append(sks, it["sk"].(*types.AttributeValueMemberS).Value)
+	}
+	return sks
+}
+
+// TestCommitWritesDeltas checks that a commit writes a value item only for
+// the channels it changed, and counts the requests of Commit and Load.
+func TestCommitWritesDeltas(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	s := e.store()
+	cps := checkpoints("deltas", 7)
+	var commits, loads []awsmeter.Stats
+	for _, cp := range cps {
+		before := e.meter.Snapshot()
+		if err := s.Commit(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+		mid := e.meter.Snapshot()
+		commits = append(commits, mid.Sub(before))
+		if _, err := s.Load(ctx, cp.RunID, pregel.Latest); err != nil {
+			t.Fatal(err)
+		}
+		loads = append(loads, e.meter.Snapshot().Sub(mid))
+	}
+	// 5 values at step 0, then "a" at every step and "b" at 3 and 6.
+	got := valueItems(t, e, "deltas")
+	want := []string{"VAL#a#0000000000", "VAL#a#0000000001", "VAL#a#0000000002", "VAL#a#0000000003", "VAL#a#0000000004", "VAL#a#0000000005", "VAL#a#0000000006",
+		"VAL#b#0000000000", "VAL#b#0000000003", "VAL#b#0000000006", "VAL#c#0000000000", "VAL#d#0000000000", "VAL#e#0000000000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("value items:\n\tgot  %v\n\twant %v", got, want)
+	}
+	// A step changing one small channel sends far less than the 10 KB of
+	// unchanged values.
+	step1 := commits[1].Op("TransactWriteItems")
+	if step1.Requests != 1 || step1.RequestBytes > 4000 {
+		t.Errorf("commit of step 1: %d TransactWriteItems, %d bytes; want 1 request well under the 10 KB of state", step1.Requests, step1.RequestBytes)
+	}
+	if step0 := commits[0].Op("TransactWriteItems"); step0.RequestBytes < 10000 {
+		t.Errorf("commit of step 0: %d bytes, want the whole state (over 10 KB)", step0.RequestBytes)
+	}
+	for i := range commits {
+		t.Logf("step %d: Commit %d requests (%s), Load(Latest) %d requests (%s)", i,
+			commits[i].Total().Requests, opsString(commits[i]), loads[i].Total().Requests, opsString(loads[i]))
+	}
+	// Commit: Query (head and task results) + TransactWriteItems. Load:
+	// GetItem (head) + BatchGetItem (values).
+	if n := commits[3].Total().Requests; n != 2 {
+		t.Errorf("Commit made %d requests, want 2: %s", n, opsString(commits[3]))
+	}
+	if n := loads[3].Total().Requests; n != 2 {
+		t.Errorf("Load made %d requests, want 2: %s", n, opsString(loads[3]))
+	}
+	for i, want := range cps {
+		got, err := s.Load(ctx, "deltas", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalValues(got.Values, want.Values) || !maps.Equal(got.Versions, want.Versions) {
+			t.Errorf("Load(%d) = %v %v, want %v %v", i, got.Values, got.Versions, want.Values, want.Versions)
+		}
+	}
+}
+
+func equalValues(a, b map[string]json.RawMessage) bool {
+	return maps.EqualFunc(a, b, func(x, y json.RawMessage) bool { return string(x) == string(y) })
+}
+
+// TestCommitOverflow commits a step whose changed values exceed what one
+// transaction may hold, in count (150 channels) and in bytes (12 values of
+// 300 KB), and one with values over the item limit, and loads them back.
+func TestCommitOverflow(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	s := e.store()
+	cp := &pregel.Checkpoint{RunID: "overflow", Graph: "g", Values: map[string]json.RawMessage{}, Versions: map[string]int{}}
+	for i := range 150 {
+		ch := fmt.Sprintf("small%03d", i)
+		cp.Values[ch] = json.RawMessage(strconv.Itoa(i))
+		cp.Versions[ch] = 0
+	}
+	for i := range 12 {
+		ch := fmt.Sprintf("medium%02d", i)
+		cp.Values[ch] = json.RawMessage(strconv.Quote(piece(i, 300_000)))
+		cp.Versions[ch] = 0
+	}
+	cp.Values["huge"] = json.RawMessage(strconv.Quote(piece(99, 1_500_000)))
+	cp.Versions["huge"] = 0
+	cp.Values["empty"] = json.RawMessage{}
+	cp.Versions["empty"] = 0
+	if err := s.Commit(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	next := &pregel.Checkpoint{RunID: "overflow", Graph: "g", Step: 1, Values: maps.Clone(cp.Values), Versions: maps.Clone(cp.Versions)}
+	next.Values["small000"] = json.RawMessage(`"changed"`)
+	next.Versions["small000"] = 1
+	if err := s.Commit(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []*pregel.Checkpoint{cp, next} {
+		got, err := e.store().Load(ctx, "overflow", want.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !equalValues(got.Values, want.Values) || !maps.Equal(got.Versions, want.Versions) {
+			var diff []string
+			for ch := range want.Values {
+				if string(got.Values[ch]) != string(want.Values[ch]) {
+					diff = append(diff, ch)
+				}
+			}
+			t.Errorf("Load(%d): %d values, %d versions; want %d, %d; differing channels %v", want.Step, len(got.Values), len(got.Versions), len(want.Values), len(want.Versions), diff)
+		}
+	}
+	if n := len(valueItems(t, e, "overflow")); n > 99 {
+		t.Errorf("%d value items, want at most 98 from step 0 and 1 from step 1", n)
+	}
+}
+
+// TestLosingCommitLeavesNoChunks commits one step from many goroutines,
+// each with a value over the item limit: the losers' chunks are deleted.
+func TestLosingCommitLeavesNoChunks(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	s := e.store()
+	cps := checkpoints("race", 1)
+	if err := s.Commit(ctx, cps[0]); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		cp := &pregel.Checkpoint{RunID: "race", Graph: "g", Step: 1, Values: maps.Clone(cps[0].Values), Versions: maps.Clone(cps[0].Versions)}
+		cp.Values["a"] = json.RawMessage(strconv.Quote(piece(i, 800_000)))
+		cp.Versions["a"] = 1
+		wg.Go(func() { errs[i] = s.Commit(ctx, cp) })
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, pregel.ErrStepConflict):
+			t.Errorf("Commit: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d commits won, want 1", won)
+	}
+	// 800 KB in chunks of 350 KB: 3 chunks, the winner's only.
+	if chunks := sortKeys(t, e, "race", "BLOB#"); len(chunks) != 3 {
+		t.Errorf("%d chunk items after the race, want the winner's 3: %v", len(chunks), chunks)
+	}
+}
+
+// TestTaskResultsDeletedOnCommit checks that the commit of a step deletes
+// the task results recorded for it, large ones' chunks included.
+func TestTaskResultsDeletedOnCommit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	s := e.store()
+	cps := checkpoints("tasks", 2)
+	if err := s.Commit(ctx, cps[0]); err != nil {
+		t.Fatal(err)
+	}
+	big := pregel.TaskResult{TaskID: "big", Node: "n", Status: pregel.NodeCompleted, Writes: map[string]json.RawMessage{"a": json.RawMessage(strconv.Quote(piece(1, 700_000)))}}
+	small := pregel.TaskResult{TaskID: "small", Node: "n", Status: pregel.NodeCompleted}
+	for _, r := range []pregel.TaskResult{big, small} {
+		before := e.meter.Snapshot()
+		if _, err := s.RecordTask(ctx, "tasks", 1, r); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("RecordTask(%s): %s", r.TaskID, opsString(e.meter.Snapshot().Sub(before)))
+	}
+	if got := sortKeys(t, e, "tasks", "HEAD#TASK#"); len(got) != 2 {
+		t.Fatalf("task items %v, want 2", got)
+	}
+	before := e.meter.Snapshot()
+	if err := s.Commit(ctx, cps[1]); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Commit with 2 recorded results: %s", opsString(e.meter.Snapshot().Sub(before)))
+	if got := sortKeys(t, e, "tasks", "HEAD#TASK#"); len(got) != 0 {
+		t.Errorf("task items after commit: %v", got)
+	}
+	if got := sortKeys(t, e, "tasks", "BLOB#"); len(got) != 0 {
+		t.Errorf("chunk items after commit: %v", got)
+	}
+
+	// A result recorded for step 1 after its commit read the head (here
+	// written directly) is ignored, and deleted by the next commit.
+	_, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(e.table),
+		Item: map[string]types.AttributeValue{
+			"pk":    &types.AttributeValueMemberS{Value: "RUN#tasks"},
+			"sk":    &types.AttributeValueMemberS{Value: "HEAD#TASK#0000000001#late"},
+			"final": &types.AttributeValueMemberBOOL{Value: true},
+			"data":  &types.AttributeValueMemberB{Value: []byte(`{"task_id":"late","node":"n","status":"completed"}`)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []int{1, 2} {
+		if got, err := s.PendingTasks(ctx, "tasks", step); err != nil || len(got) != 0 {
+			t.Errorf("PendingTasks(%d) = %v, %v; want none", step, got, err)
+		}
+	}
+	next := checkpoints("tasks", 3)[2]
+	if err := s.Commit(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := sortKeys(t, e, "tasks", "HEAD#TASK#"); len(got) != 0 {
+		t.Errorf("task items after the next commit: %v", got)
+	}
+}
+
+// TestRunExpiry checks expires_at on finished runs, and that retention 0
+// disables it.
+func TestRunExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := func() time.Time { return now }
+	expiresAt := func(id string) (int64, bool) {
+		t.Helper()
+		out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(e.table),
+			Key: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: "RUN#" + id},
+				"sk": &types.AttributeValueMemberS{Value: "RUN"},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := out.Item["expires_at"].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, false
+		}
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n, true
+	}
+	for _, tt := range []struct {
+		name      string
+		retention time.Duration
+		want      int64
+	}{
+		{"Default", -1, now.Add(dynamo.DefaultRetention).Unix()},
+		{"Week", 7 * 24 * time.Hour, now.Add(7 * 24 * time.Hour).Unix()},
+		{"Disabled", 0, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := []dynamo.Option{dynamo.WithClock(clock)}
+			if tt.retention >= 0 {
+				opts = append(opts, dynamo.WithRetention(tt.retention))
+			}
+			s := e.store(opts...)
+			r, _, err := s.CreateRun(ctx, runs.Run{ID: "exp-" + tt.name, Graph: "g", Status: pregel.RunPending, CreatedAt: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := expiresAt(r.ID); ok {
+				t.Error("pending run has expires_at")
+			}
+			r.Status = pregel.RunRunning
+			if r, err = s.UpdateRun(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			r.Status = pregel.RunCompleted
+			if _, err = s.UpdateRun(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			got, ok := expiresAt(r.ID)
+			if tt.want == 0 {
+				if ok {
+					t.Errorf("expires_at = %d with retention 0, want none", got)
+				}
+				return
+			}
+			if !ok || got != tt.want {
+				t.Errorf("expires_at = %d (present %t), want %d", got, ok, tt.want)
+			}
+		})
+	}
+}
+
+// TestLargeRunRecord stores a run whose input is over the item limit.
+func TestLargeRunRecord(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	s := e.store()
+	input := json.RawMessage(strconv.Quote(piece(7, 600_000)))
+	r, created, err := s.CreateRun(ctx, runs.Run{ID: "big", Graph: "g", Status: pregel.RunPending, Input: input, CreatedAt: time.Now()})
+	if err != nil || !created {
+		t.Fatalf("CreateRun: created %t, %v", created, err)
+	}
+	r.Step = 3
+	if r, err = s.UpdateRun(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetRun(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Input) != string(input) || got.Step != 3 || got.Version != r.Version {
+		t.Errorf("GetRun: input of %d bytes, step %d, version %d; want %d bytes, step 3, version %d", len(got.Input), got.Step, got.Version, len(input), r.Version)
+	}
+	// The first version's chunks were deleted with it.
+	if chunks := sortKeys(t, e, "big", "BLOB#"); len(chunks) != 2 {
+		t.Errorf("chunk items %v, want the current record's 2", chunks)
+	}
+	page, err := s.ListRuns(ctx, runs.Filter{Graph: "g"})
+	if err != nil || len(page.Runs) != 1 || string(page.Runs[0].Input) != string(input) {
+		t.Errorf("ListRuns: %d runs, %v", len(page.Runs), err)
+	}
+}
+
+// TestUnknownStatusRejected: a status the indexes do not list is refused.
+func TestUnknownStatusRejected(t *testing.T) {
+	t.Parallel()
+	s := newEnv(t).store()
+	_, _, err := s.CreateRun(t.Context(), runs.Run{ID: "x", Graph: "g", Status: "paused"})
+	if !errors.Is(err, runs.ErrInvalid) {
+		t.Errorf("CreateRun with status paused: %v, want ErrInvalid", err)
+	}
+}
