@@ -225,7 +225,20 @@ type env struct {
 	clock *fakeClock
 }
 
-func newEnv(t testing.TB, ask bool) *env {
+// backend supplies the stores a test runs on.
+type backend struct {
+	checkpoints pregel.Checkpointer
+	runs        runs.Store
+	claims      tick.Claims
+}
+
+func memoryBackend(testing.TB) backend {
+	return backend{checkpoints: pregel.NewMemoryStore(), runs: runs.NewMemoryStore(), claims: &tick.MemoryClaims{}}
+}
+
+func newEnv(t testing.TB, ask bool) *env { return newEnvOn(t, ask, memoryBackend(t)) }
+
+func newEnvOn(t testing.TB, ask bool, be backend) *env {
 	ex := newExecutions()
 	g := testGraph(t, ex, ask)
 	reg, err := runs.NewRegistry(g)
@@ -233,10 +246,10 @@ func newEnv(t testing.TB, ask bool) *env {
 		t.Fatal(err)
 	}
 	q := &chaosQueue{seen: map[string]bool{}}
-	store := &crashStore{Checkpointer: pregel.NewMemoryStore(), ex: ex}
-	rs := runs.NewMemoryStore()
+	store := &crashStore{Checkpointer: be.checkpoints, ex: ex}
+	rs := be.runs
 	clock := &fakeClock{now: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
-	h := &tick.Handler{Graphs: reg, Runs: rs, Checkpoints: store, Queue: q, Claims: &tick.MemoryClaims{}, Now: clock.Now}
+	h := &tick.Handler{Graphs: reg, Runs: rs, Checkpoints: store, Queue: q, Claims: be.claims, Now: clock.Now}
 	svc := &runs.Service{Graphs: reg, Runs: rs, Checkpoints: store, Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: q}}
 	return &env{h: h, svc: svc, queue: q, store: store, ex: ex, clock: clock}
 }
@@ -357,52 +370,57 @@ func TestTickFaults(t *testing.T) {
 		ref := reference(t, ask)
 		for seed := range uint64(60) {
 			t.Run(fmt.Sprintf("ask=%v/seed=%d", ask, seed), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(seed, 7))
-				e := newEnv(t, ask)
-				e.store.failAt = 1 + rng.IntN(20)
-				e.store.after = rng.IntN(2) == 0
-				var sends atomic.Int32
-				failSend := int32(1 + rng.IntN(20))
-				e.queue.failSend = func() error {
-					if sends.Add(1) == failSend {
-						return errCrash
-					}
-					return nil
-				}
-				ctx := context.Background()
-				if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
-					// The crash hit the first tick: the client retries.
-					if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				e.drain(t, rng, true)
-				r, _ := e.svc.Get(ctx, "r")
-				if ask {
-					if r.Status != pregel.RunInterrupted {
-						t.Fatalf("run = %+v, want interrupted", r)
-					}
-					if _, err := e.svc.Resume(ctx, "r", runs.ResumeRequest{Value: json.RawMessage(`"yes"`)}); err != nil {
-						// The crash hit the resume's tick: the client retries.
-						if _, err := e.svc.Resume(ctx, "r", runs.ResumeRequest{Value: json.RawMessage(`"yes"`)}); err != nil {
-							t.Fatal(err)
-						}
-					}
-					e.drain(t, rng, true)
-					r, _ = e.svc.Get(ctx, "r")
-				}
-				if r.Status != pregel.RunCompleted || r.Counters != ref.Counters || r.Step != ref.Step {
-					t.Fatalf("run = %+v\nwant completed with %+v at step %d", r, ref.Counters, ref.Step)
-				}
-				cp, _ := e.store.Load(ctx, "r", pregel.Latest)
-				if !equalJSON(cp.Values, ref.Values) {
-					t.Errorf("values %s\nwant %s", cp.Values, ref.Values)
-				}
-				if len(e.ex.again) > 0 {
-					t.Errorf("tasks ran again after their result was recorded: %v", e.ex.again)
-				}
+				faultCase(t, newEnv(t, ask), ref, ask, seed)
 			})
 		}
+	}
+}
+
+// faultCase runs one disturbed run of the test graph to its end and
+// compares it with the reference.
+func faultCase(t *testing.T, e *env, ref *pregel.Result, ask bool, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	e.store.failAt = 1 + rng.IntN(20)
+	e.store.after = rng.IntN(2) == 0
+	var sends atomic.Int32
+	failSend := int32(1 + rng.IntN(20))
+	e.queue.failSend = func() error {
+		if sends.Add(1) == failSend {
+			return errCrash
+		}
+		return nil
+	}
+	ctx := context.Background()
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
+		// The crash hit the first tick: the client retries.
+		if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.drain(t, rng, true)
+	r, _ := e.svc.Get(ctx, "r")
+	if ask {
+		if r.Status != pregel.RunInterrupted {
+			t.Fatalf("run = %+v, want interrupted", r)
+		}
+		if _, err := e.svc.Resume(ctx, "r", runs.ResumeRequest{Value: json.RawMessage(`"yes"`)}); err != nil {
+			// The crash hit the resume's tick: the client retries.
+			if _, err := e.svc.Resume(ctx, "r", runs.ResumeRequest{Value: json.RawMessage(`"yes"`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.drain(t, rng, true)
+		r, _ = e.svc.Get(ctx, "r")
+	}
+	if r.Status != pregel.RunCompleted || r.Counters != ref.Counters || r.Step != ref.Step {
+		t.Fatalf("run = %+v\nwant completed with %+v at step %d", r, ref.Counters, ref.Step)
+	}
+	cp, _ := e.store.Load(ctx, "r", pregel.Latest)
+	if !equalJSON(cp.Values, ref.Values) {
+		t.Errorf("values %s\nwant %s", cp.Values, ref.Values)
+	}
+	if len(e.ex.again) > 0 {
+		t.Errorf("tasks ran again after their result was recorded: %v", e.ex.again)
 	}
 }
 

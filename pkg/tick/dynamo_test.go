@@ -1,0 +1,36 @@
+package tick_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/store/dynamo"
+)
+
+// The fault-injection cases again, on DynamoDB (moto_server) through the
+// real aws-sdk-go-v2 client: run records, checkpoints, task results and
+// leases all in one table, as deployed.
+func TestTickFaultsDynamo(t *testing.T) {
+	srv := mototest.Start(t)
+	client := dynamodb.NewFromConfig(srv.Config)
+	seeds := uint64(8)
+	if testing.Short() {
+		seeds = 3
+	}
+	for _, ask := range []bool{false, true} {
+		ref := reference(t, ask)
+		for seed := range seeds {
+			t.Run(fmt.Sprintf("ask=%v/seed=%d", ask, seed), func(t *testing.T) {
+				table := fmt.Sprintf("tick-%v-%d", ask, seed)
+				if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
+					t.Fatal(err)
+				}
+				s := dynamo.New(client, table)
+				faultCase(t, newEnvOn(t, ask, backend{checkpoints: s, runs: s, claims: s}), ref, ask, seed)
+			})
+		}
+	}
+}
