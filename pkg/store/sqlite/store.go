@@ -1,84 +1,115 @@
-// Package sqlite implements a [pregel.Checkpointer] on a SQLite database
-// file, with the pure Go driver modernc.org/sqlite (no cgo).
+// Package sqlite implements a [pregel.Checkpointer] and a [runs.Store] on
+// one SQLite database file, with the pure Go driver modernc.org/sqlite (no
+// cgo).
 //
-// A checkpoint is stored as deltas: one row per step holds its metadata
-// (graph, next triggers, barriers, node statuses, counters, drain request)
-// as JSON, and one row per channel the step changed (the channels of
-// [pregel.Checkpoint.Changed]) holds that channel's value. Loading a step
-// takes, for each channel, the newest row at or before that step, so a large
-// value that never changes is stored once however many steps the run takes.
-// A channel that a step lists in Versions but not in Values (the step
-// cleared it) gets a row with a NULL value.
+// # Checkpoints
 //
-// Commits and task records run in IMMEDIATE transactions, and a commit
-// advances the run's latest step only if it is the step before the one being
-// committed. Several processes may therefore share a database file: at most
-// one of them commits each step. The database runs in WAL mode, so reads do
-// not wait for writes.
+// A checkpoint is stored as deltas, one row per step: the step's metadata
+// (graph, next triggers, barriers, node statuses, counters, drain request
+// and the version of every channel) and the values of the channels the
+// step changed (those of [pregel.Checkpoint.Changed]), each as JSON.
+// Loading a step reads its row, then the rows of the steps that its
+// channel versions name, so a large value that never changes is stored
+// once however many steps the run takes. A channel that a step lists in
+// Versions but not in Values (the step cleared it) has a version and no
+// value. Values come back byte for byte if they were compact JSON, and
+// compacted otherwise.
+//
+// A commit is one INSERT statement, so one transaction, that stores the
+// step only if the run's previous step is stored and the step itself is
+// not: the steps of a run stay contiguous and at most one writer commits
+// each step. Inserting a step deletes the task results recorded for it, in
+// the same statement. The row's key keeps each run's steps together and in
+// order, so that a commit usually writes a single page to the WAL; see
+// migrateToOneRowPerStep for the schema.
 //
 // The package expects checkpoints built as the engine builds them: every
 // channel in Values has a version, and a channel's value changes only at the
 // step its version names. Commit rejects a checkpoint whose Values and
 // Versions disagree or whose versions lie outside 0..Step; it does not
 // compare the values of unchanged channels with those stored.
+//
+// # Run records
+//
+// Run records ([runs.Run]) are stored as JSON, one row per run, beside
+// columns for the fields that [runs.Store.ListRuns] filters and orders by.
+// Updates are optimistic: an update applies only if the stored version is
+// the one the caller read. Page tokens encode the CreatedAt and id of the
+// last run of a page, so a listing pages through an index, and runs created
+// meanwhile neither shift nor repeat its pages.
+//
+// # Concurrency and durability
+//
+// The database runs in WAL mode with synchronous=NORMAL: a committed
+// transaction survives a crash of the process as soon as the call returns,
+// and a power loss once the WAL has been synced, at the next checkpoint of
+// the WAL into the database file (SQLite's automatic checkpoints, every
+// 1000 pages of WAL). A commit makes no fsync of its own. Reads do not wait
+// for writes.
+//
+// A Store keeps one connection for its writes, with its statements prepared
+// on it. Its writers queue for that connection; while another Store or
+// process holds SQLite's write lock, a writer retries on SQLite's schedule
+// until it gets the lock, its context is done, or a busy timeout passes.
+// Writes of several statements run in IMMEDIATE transactions. Reads use a
+// pool of other connections. Several Stores, in one process or several, may
+// therefore share a database file.
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"slices"
 	"strings"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// busyTimeoutMillis is how long a connection waits for another connection's
-// write lock, including one held by another process, before failing with
-// SQLITE_BUSY.
-const busyTimeoutMillis = 10_000
+// busyTimeout is how long a write waits for another connection's write
+// lock, including one held by another process, before failing with
+// SQLITE_BUSY; reads wait as long for the rare locks they need (WAL
+// recovery after a crash, for one).
+const busyTimeout = 10 * time.Second
 
-// maxConns bounds the connection pool. Writes are serialised anyway; the
-// rest serve concurrent reads.
+// maxConns bounds the connection pool: the write connection and up to
+// maxConns-1 connections serving concurrent reads.
 const maxConns = 8
 
-// Store is a [pregel.Checkpointer] backed by a SQLite database file. It is
-// safe for concurrent use, and several Stores, in one process or several,
-// may open the same file. Create one with [Open] and release it with
-// [Store.Close].
+// Compile-time checks that Store implements the interfaces.
+var (
+	_ pregel.Checkpointer = (*Store)(nil)
+	_ runs.Store          = (*Store)(nil)
+)
+
+// Store is a [pregel.Checkpointer] and a [runs.Store] backed by a SQLite
+// database file. It is safe for concurrent use, and several Stores, in one
+// process or several, may open the same file. Create one with [Open] and
+// release it with [Store.Close].
 type Store struct {
+	// db is the pool of read connections; it also holds w's connection.
 	db *sql.DB
-	// write holds a token while one of this Store's write transactions
-	// runs, so that its writers queue here instead of polling SQLite's
-	// lock. Writers of other Stores and processes are kept out by BEGIN
-	// IMMEDIATE and the busy timeout.
-	write chan struct{}
-	stmts statements
+	w  *writer
+	// Statements prepared on the pool, for reads.
+	reads readStatements
+	// lists holds the ListRuns statements, by filter.
+	lists listStatements
 }
 
-// statements are the prepared statements of a Store.
-type statements struct {
-	latest        *sql.Stmt
-	stepMeta      *sql.Stmt
-	values        *sql.Stmt
-	historySteps  *sql.Stmt
-	historyChange *sql.Stmt
-	pending       *sql.Stmt
-
-	startRun      *sql.Stmt
-	advanceRun    *sql.Stmt
-	insertStep    *sql.Stmt
-	insertValue   *sql.Stmt
-	deletePending *sql.Stmt
-	upsertPending *sql.Stmt
-	storedPending *sql.Stmt
+// readStatements are the prepared statements of reads.
+type readStatements struct {
+	latestMeta *sql.Stmt
+	stepMeta   *sql.Stmt
+	changes    *sql.Stmt
+	history    *sql.Stmt
+	pending    *sql.Stmt
+	getRun     *sql.Stmt
 }
 
 // Open opens the SQLite database at path, creating the file and its schema
@@ -94,11 +125,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
 	q := url.Values{}
-	q.Set("_busy_timeout", fmt.Sprint(busyTimeoutMillis))
+	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "NORMAL")
-	q.Set("_foreign_keys", "1")
-	q.Set("_txlock", "immediate")
+	q.Set("_foreign_keys", "1")   // those of schema version 1, until it is migrated
+	q.Set("_txlock", "immediate") // for the migration's transaction
 	// A file: URI with the path escaped, so that names holding '?' or
 	// '#' work; the driver reads the underscore parameters, SQLite
 	// ignores them.
@@ -114,9 +145,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	db.SetMaxOpenConns(maxConns)
 	db.SetMaxIdleConns(maxConns)
-	s := &Store{db: db, write: make(chan struct{}, 1)}
+	s := &Store{db: db}
 	if err := s.init(ctx); err != nil {
-		db.Close()
+		s.close()
 		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
 	}
 	return s, nil
@@ -135,517 +166,259 @@ func (s *Store) init(ctx context.Context) error {
 	if err := migrate(ctx, s.db); err != nil {
 		return err
 	}
-	return s.prepare(ctx)
+	w, err := newWriter(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	s.w = w
+	return prepareAll(ctx, s.db, []prepared{
+		{&s.reads.latestMeta, sqlLatestMeta},
+		{&s.reads.stepMeta, sqlStepMeta},
+		{&s.reads.changes, sqlChanges},
+		{&s.reads.history, sqlHistory},
+		{&s.reads.pending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? ORDER BY seq`},
+		{&s.reads.getRun, `SELECT record FROM run_records WHERE id = ?`},
+	})
 }
 
-// Close closes the database. It does not wait for calls in progress.
+// Close closes the database. It waits for the write in progress, if any,
+// but not for reads.
 func (s *Store) Close() error {
-	var errs []error
-	for _, st := range s.stmts.all() {
-		if st != nil {
-			errs = append(errs, st.Close())
-		}
-	}
-	errs = append(errs, s.db.Close())
-	if err := errors.Join(errs...); err != nil {
+	if err := s.close(); err != nil {
 		return fmt.Errorf("sqlite: close: %w", err)
 	}
 	return nil
 }
 
-// Schema.
-
-// migrations returns the schema changes in order: applying the first n
-// brings a database to schema version n.
-func migrations() []string {
-	return []string{
-		// Version 1.
-		`
-CREATE TABLE runs (
-	run_id      TEXT    NOT NULL PRIMARY KEY,
-	latest_step INTEGER NOT NULL CHECK (latest_step >= 0)
-);
-
-CREATE TABLE steps (
-	run_id TEXT    NOT NULL REFERENCES runs (run_id),
-	step   INTEGER NOT NULL CHECK (step >= 0),
-	-- graph, next, barriers, tasks, counters and drain_request, as JSON.
-	meta   BLOB    NOT NULL,
-	UNIQUE (run_id, step)
-);
-
--- One row per channel a step changed; value is NULL when the step
--- cleared the channel.
-CREATE TABLE channel_values (
-	run_id  TEXT    NOT NULL,
-	channel TEXT    NOT NULL,
-	step    INTEGER NOT NULL,
-	value   BLOB,
-	UNIQUE (run_id, channel, step),
-	FOREIGN KEY (run_id, step) REFERENCES steps (run_id, step)
-);
-
--- Results of the tasks of each run's open step; seq keeps the order in
--- which they were first recorded.
-CREATE TABLE pending_tasks (
-	seq     INTEGER NOT NULL PRIMARY KEY,
-	run_id  TEXT    NOT NULL REFERENCES runs (run_id),
-	step    INTEGER NOT NULL,
-	task_id TEXT    NOT NULL,
-	final   INTEGER NOT NULL,
-	result  BLOB    NOT NULL,
-	UNIQUE (run_id, step, task_id)
-);
-`,
+func (s *Store) close() error {
+	var errs []error
+	if s.w != nil {
+		errs = append(errs, s.w.close())
 	}
-}
-
-// migrate creates the schema or upgrades it to the newest version.
-func migrate(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	var version int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&version); err != nil {
-		return fmt.Errorf("migrate: read schema version: %w", err)
-	}
-	ms := migrations()
-	if version > len(ms) {
-		return fmt.Errorf("migrate: database schema version %d is newer than this program's %d", version, len(ms))
-	}
-	if version == len(ms) {
-		return nil
-	}
-	for i := version; i < len(ms); i++ {
-		if _, err := tx.ExecContext(ctx, ms[i]); err != nil {
-			return fmt.Errorf("migrate to schema version %d: %w", i+1, err)
+	r := &s.reads
+	for _, st := range []*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun} {
+		if st != nil {
+			errs = append(errs, st.Close())
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, len(ms)); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	return nil
+	errs = append(errs, s.lists.close())
+	errs = append(errs, s.db.Close())
+	return errors.Join(errs...)
 }
 
-func (s *statements) all() []*sql.Stmt {
-	return []*sql.Stmt{
-		s.latest, s.stepMeta, s.values, s.historySteps, s.historyChange, s.pending,
-		s.startRun, s.advanceRun, s.insertStep, s.insertValue, s.deletePending, s.upsertPending, s.storedPending,
-	}
+// prepared names a statement to prepare and where to keep it.
+type prepared struct {
+	stmt **sql.Stmt
+	sql  string
 }
 
-func (s *Store) prepare(ctx context.Context) error {
-	st := &s.stmts
-	for _, p := range []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&st.latest, `SELECT latest_step FROM runs WHERE run_id = ?`},
-		{&st.stepMeta, `SELECT meta FROM steps WHERE run_id = ? AND step = ?`},
-		// For each channel, its newest row at or before the step. The
-		// subquery reads only the (run_id, channel, step) index; CROSS
-		// JOIN keeps it the outer loop, so each value row is then found
-		// by its full key.
-		{&st.values, `
-SELECT c.channel, c.step, c.value
-FROM (
-	SELECT channel, MAX(step) AS step
-	FROM channel_values
-	WHERE run_id = ?1 AND step <= ?2
-	GROUP BY channel
-) AS m
-CROSS JOIN channel_values AS c ON c.run_id = ?1 AND c.channel = m.channel AND c.step = m.step`},
-		{&st.historySteps, `SELECT step, meta FROM steps WHERE run_id = ? ORDER BY step`},
-		{&st.historyChange, `SELECT step, channel FROM channel_values WHERE run_id = ?`},
-		{&st.pending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? ORDER BY seq`},
-		{&st.startRun, `INSERT INTO runs (run_id, latest_step) VALUES (?, 0) ON CONFLICT (run_id) DO NOTHING`},
-		{&st.advanceRun, `UPDATE runs SET latest_step = ?2 WHERE run_id = ?1 AND latest_step = ?2 - 1`},
-		{&st.insertStep, `INSERT INTO steps (run_id, step, meta) VALUES (?, ?, ?)`},
-		{&st.insertValue, `INSERT INTO channel_values (run_id, channel, step, value) VALUES (?, ?, ?, ?)`},
-		{&st.deletePending, `DELETE FROM pending_tasks WHERE run_id = ? AND step = ?`},
-		// Insert the result, or replace a stored result that is not final.
-		{&st.upsertPending, `
-INSERT INTO pending_tasks (run_id, step, task_id, final, result) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (run_id, step, task_id) DO UPDATE SET final = excluded.final, result = excluded.result
-WHERE NOT pending_tasks.final`},
-		{&st.storedPending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? AND task_id = ?`},
-	} {
-		stmt, err := s.db.PrepareContext(ctx, p.sql)
+// preparer is a *sql.DB or a *sql.Conn.
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+// prepareAll prepares the statements of ps on p.
+func prepareAll(ctx context.Context, p preparer, ps []prepared) error {
+	for _, x := range ps {
+		stmt, err := p.PrepareContext(ctx, x.sql)
 		if err != nil {
-			return fmt.Errorf("prepare %q: %w", strings.TrimSpace(p.sql), err)
+			return fmt.Errorf("prepare %q: %w", strings.TrimSpace(x.sql), err)
 		}
-		*p.stmt = stmt
+		*x.stmt = stmt
 	}
 	return nil
 }
 
 // Writing.
 
-// stepMeta is what a step's row holds besides its channels.
-type stepMeta struct {
-	Graph        string              `json:"graph"`
-	Next         []pregel.Trigger    `json:"next,omitempty"`
-	Barriers     map[string][]string `json:"barriers,omitempty"`
-	Tasks        []pregel.TaskStatus `json:"tasks,omitempty"`
-	Counters     pregel.Counters     `json:"counters"`
-	DrainRequest string              `json:"drain_request,omitempty"`
+// writer is a Store's write connection and the statements prepared on it.
+// A goroutine must hold its token (see acquire) to use it.
+type writer struct {
+	// token holds a value while a goroutine uses the connection, so that
+	// the Store's writers queue here instead of polling SQLite's lock.
+	// Writers of other Stores and processes are kept out by SQLite's
+	// write lock: see execLocking.
+	token chan struct{}
+	conn  *sql.Conn
+	// closed is set, with the token held, when the Store is closed.
+	closed bool
+
+	begin, commit, rollback *sql.Stmt
+
+	newRun        *sql.Stmt
+	insertStep    *sql.Stmt
+	latest        *sql.Stmt
+	upsertPending *sql.Stmt
+	storedPending *sql.Stmt
+
+	createRun *sql.Stmt
+	updateRun *sql.Stmt
 }
 
-// Commit implements [pregel.Checkpointer]. It writes the step's metadata and
-// the channels of cp.Changed, in one transaction that first advances the
-// run's latest step from cp.Step-1 to cp.Step.
-func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("sqlite: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
+// newWriter takes a connection from db for writes and prepares its
+// statements.
+func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if cp.Step < 0 {
-		return fmt.Errorf("sqlite: commit step %d of run %q: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
+	// The connection does not wait for locks itself; execLocking does.
+	if _, err := conn.ExecContext(ctx, `PRAGMA busy_timeout = 0`); err != nil {
+		conn.Close()
+		return nil, err
 	}
-	if err := validate(cp); err != nil {
-		return fmt.Errorf("sqlite: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
-	}
-	meta, err := marshal(stepMeta{
-		Graph: cp.Graph, Next: cp.Next, Barriers: cp.Barriers, Tasks: cp.Tasks,
-		Counters: cp.Counters, DrainRequest: cp.DrainRequest,
+	w := &writer{token: make(chan struct{}, 1), conn: conn}
+	err = prepareAll(ctx, conn, []prepared{
+		{&w.begin, `BEGIN IMMEDIATE`},
+		{&w.commit, `COMMIT`},
+		{&w.rollback, `ROLLBACK`},
+		{&w.newRun, sqlNewRun},
+		{&w.insertStep, sqlInsertStep},
+		{&w.latest, sqlLatest},
+		// Insert the result, or replace a stored result that is not
+		// final.
+		{&w.upsertPending, `
+INSERT INTO pending_tasks (run_id, step, task_id, final, result) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (run_id, step, task_id) DO UPDATE SET final = excluded.final, result = excluded.result
+WHERE NOT pending_tasks.final`},
+		{&w.storedPending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? AND task_id = ?`},
+		{&w.createRun, `
+INSERT INTO run_records (id, graph, status, context_id, created_at, version, record)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING`},
+		{&w.updateRun, `
+UPDATE run_records SET graph = ?3, status = ?4, context_id = ?5, version = ?2 + 1, record = ?6
+WHERE id = ?1 AND version = ?2 AND created_at = ?7`},
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
+		w.close()
+		return nil, err
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var res sql.Result
-		var err error
-		if cp.Step == 0 {
-			res, err = tx.StmtContext(ctx, s.stmts.startRun).ExecContext(ctx, cp.RunID)
-		} else {
-			res, err = tx.StmtContext(ctx, s.stmts.advanceRun).ExecContext(ctx, cp.RunID, cp.Step)
-		}
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return fmt.Errorf("the run's latest step is not %d: %w", cp.Step-1, pregel.ErrStepConflict)
-		}
-		if _, err := tx.StmtContext(ctx, s.stmts.insertStep).ExecContext(ctx, cp.RunID, cp.Step, meta); err != nil {
-			return err
-		}
-		insertValue := tx.StmtContext(ctx, s.stmts.insertValue)
-		for _, ch := range cp.Changed() {
-			var v any // NULL: the step cleared the channel
-			if val, ok := cp.Values[ch]; ok {
-				v = []byte(val)
-			}
-			if _, err := insertValue.ExecContext(ctx, cp.RunID, ch, cp.Step, v); err != nil {
-				return fmt.Errorf("channel %q: %w", ch, err)
-			}
-		}
-		_, err = tx.StmtContext(ctx, s.stmts.deletePending).ExecContext(ctx, cp.RunID, cp.Step)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
-	}
-	return nil
+	return w, nil
 }
 
-// validate checks that cp's Values and Versions agree, as loading it back
-// from deltas requires.
-func validate(cp *pregel.Checkpoint) error {
-	for ch := range cp.Values {
-		if _, ok := cp.Versions[ch]; !ok {
-			return fmt.Errorf("invalid checkpoint: channel %q has a value but no version", ch)
-		}
-	}
-	for ch, v := range cp.Versions {
-		if v < 0 || v > cp.Step {
-			return fmt.Errorf("invalid checkpoint: channel %q has version %d, outside 0..%d", ch, v, cp.Step)
-		}
-	}
-	return nil
-}
+// errClosed is returned by the methods of a closed Store.
+var errClosed = errors.New("store is closed")
 
-// RecordTask implements [pregel.Checkpointer].
-func (s *Store) RecordTask(ctx context.Context, runID string, step int, r pregel.TaskResult) (pregel.TaskResult, error) {
-	if err := ctx.Err(); err != nil {
-		return pregel.TaskResult{}, fmt.Errorf("sqlite: record task %q of run %q step %d: %w", r.TaskID, runID, step, err)
-	}
-	data, err := marshal(r)
-	if err != nil {
-		return pregel.TaskResult{}, fmt.Errorf("sqlite: record task %q of run %q step %d: %w", r.TaskID, runID, step, err)
-	}
-	stored := r
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var latest int
-		switch err := tx.StmtContext(ctx, s.stmts.latest).QueryRowContext(ctx, runID).Scan(&latest); {
-		case errors.Is(err, sql.ErrNoRows):
-			return fmt.Errorf("run has no committed step: %w", pregel.ErrNotFound)
-		case err != nil:
-			return err
-		}
-		if step != latest+1 {
-			return fmt.Errorf("step %d is open: %w", latest+1, pregel.ErrStepConflict)
-		}
-		res, err := tx.StmtContext(ctx, s.stmts.upsertPending).ExecContext(ctx, runID, step, r.TaskID, r.Final(), data)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
-			return err
-		}
-		// A final result is already stored: return it.
-		var old []byte
-		if err := tx.StmtContext(ctx, s.stmts.storedPending).QueryRowContext(ctx, runID, step, r.TaskID).Scan(&old); err != nil {
-			return err
-		}
-		stored = pregel.TaskResult{}
-		if err := json.Unmarshal(old, &stored); err != nil {
-			return fmt.Errorf("decode stored result: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return pregel.TaskResult{}, fmt.Errorf("sqlite: record task %q of run %q step %d: %w", r.TaskID, runID, step, err)
-	}
-	return stored, nil
-}
-
-// inTx runs fn in a write transaction, which it commits if fn returns nil.
-// It maps constraint violations to [pregel.ErrStepConflict].
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// acquire waits for the write connection. The caller must call release
+// when done with it.
+func (w *writer) acquire(ctx context.Context) error {
 	select {
-	case s.write <- struct{}{}:
+	case w.token <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-s.write }()
+	if w.closed {
+		w.release()
+		return errClosed
+	}
+	return nil
+}
 
-	tx, err := s.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see _txlock in Open
-	if err != nil {
+func (w *writer) release() { <-w.token }
+
+// exec runs a statement on the write connection, which the caller holds.
+//
+// It does not pass the caller's context to the driver, which would start a
+// goroutine per statement to watch a context that can be cancelled. The
+// statements it runs wait for nothing: those that take the write lock run
+// through execLocking, which does the waiting and watches the context, and
+// the others run in a transaction that holds the lock.
+func (w *writer) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
+	return st.ExecContext(context.Background(), args...)
+}
+
+// queryRow runs a query on the write connection, as exec does.
+func (w *writer) queryRow(st *sql.Stmt, args ...any) *sql.Row {
+	return st.QueryRowContext(context.Background(), args...)
+}
+
+// busyDelays is the schedule of execLocking's retries, SQLite's own: the
+// pause before the first, second... retry; the last repeats.
+var busyDelays = [...]time.Duration{1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100}
+
+// execLocking runs st, a statement that takes the write lock before it does
+// anything (BEGIN IMMEDIATE, or a write statement outside a transaction).
+// While another connection holds the lock, it runs st again after a pause,
+// until ctx is done or busyTimeout has passed.
+func (w *writer) execLocking(ctx context.Context, st *sql.Stmt, args ...any) (sql.Result, error) {
+	var waited time.Duration
+	for i := 0; ; i++ {
+		res, err := w.exec(st, args...)
+		if !isBusy(err) {
+			return res, err
+		}
+		pause := busyDelays[min(i, len(busyDelays)-1)] * time.Millisecond
+		if waited+pause > busyTimeout {
+			return nil, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		waited += pause
+	}
+}
+
+// isBusy reports whether err says that another connection holds a lock.
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// do runs fn with the write connection held, outside a transaction.
+func (w *writer) do(ctx context.Context, fn func() error) error {
+	if err := w.acquire(ctx); err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return conflict(err)
-	}
-	return conflict(tx.Commit())
+	defer w.release()
+	return fn()
 }
 
-// conflict wraps err with ErrStepConflict when it is a uniqueness
-// violation: another writer stored the same step first. The fence in Commit
-// makes that unreachable; this is a second line of defence.
-func conflict(err error) error {
-	var e *sqlite.Error
-	if errors.As(err, &e) && !errors.Is(err, pregel.ErrStepConflict) {
-		switch e.Code() {
-		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			return fmt.Errorf("%w: %w", pregel.ErrStepConflict, err)
+// inTx runs fn in an IMMEDIATE transaction on the write connection, which
+// it commits if fn returns nil and rolls back otherwise.
+func (w *writer) inTx(ctx context.Context, fn func() error) error {
+	return w.do(ctx, func() error {
+		if _, err := w.execLocking(ctx, w.begin); err != nil {
+			return err
 		}
-	}
-	return err
+		if err := fn(); err != nil {
+			w.abort()
+			return err
+		}
+		if _, err := w.exec(w.commit); err != nil {
+			w.abort()
+			return err
+		}
+		return nil
+	})
 }
 
-// marshal encodes v as JSON without escaping <, > and &, so that the raw
-// JSON values it holds come back byte for byte.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+// abort rolls back the transaction in progress, if any. SQLite may have
+// rolled it back already (after some errors it does), so the error of the
+// ROLLBACK is of no interest.
+func (w *writer) abort() {
+	_, _ = w.exec(w.rollback)
 }
 
-// Reading.
-
-// PendingTasks implements [pregel.Checkpointer]. It returns no results,
-// and no error, for an unknown run.
-func (s *Store) PendingTasks(ctx context.Context, runID string, step int) ([]pregel.TaskResult, error) {
-	rows, err := s.stmts.pending.QueryContext(ctx, runID, step)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: pending tasks of run %q step %d: %w", runID, step, err)
+// close closes the statements and gives the connection back to the pool.
+// It waits for the goroutine using the connection, if any.
+func (w *writer) close() error {
+	w.token <- struct{}{}
+	defer w.release()
+	if w.closed {
+		return nil
 	}
-	defer rows.Close()
-	var out []pregel.TaskResult
-	for rows.Next() {
-		var data []byte
-		if err := rows.Scan(&data); err != nil {
-			return nil, fmt.Errorf("sqlite: pending tasks of run %q step %d: %w", runID, step, err)
+	w.closed = true
+	var errs []error
+	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.newRun, w.insertStep, w.latest, w.upsertPending, w.storedPending, w.createRun, w.updateRun} {
+		if st != nil {
+			errs = append(errs, st.Close())
 		}
-		var r pregel.TaskResult
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, fmt.Errorf("sqlite: pending tasks of run %q step %d: decode: %w", runID, step, err)
-		}
-		out = append(out, r)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: pending tasks of run %q step %d: %w", runID, step, err)
-	}
-	return out, nil
+	errs = append(errs, w.conn.Close())
+	return errors.Join(errs...)
 }
-
-// Load implements [pregel.Checkpointer]. It rebuilds the step's Values and
-// Versions from the newest row of each channel at or before the step.
-func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Checkpoint, error) {
-	cp, err := s.load(ctx, runID, step)
-	if err != nil {
-		what := "latest step"
-		if step != pregel.Latest {
-			what = fmt.Sprint("step ", step)
-		}
-		return nil, fmt.Errorf("sqlite: load %s of run %q: %w", what, runID, err)
-	}
-	return cp, nil
-}
-
-func (s *Store) load(ctx context.Context, runID string, step int) (*pregel.Checkpoint, error) {
-	// Committed steps never change, so the queries below need no common
-	// transaction: a commit running meanwhile adds only later steps.
-	if step == pregel.Latest {
-		err := s.stmts.latest.QueryRowContext(ctx, runID).Scan(&step)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, pregel.ErrNotFound
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if step < 0 {
-		return nil, pregel.ErrNotFound
-	}
-	var data []byte
-	err := s.stmts.stepMeta.QueryRowContext(ctx, runID, step).Scan(&data)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, pregel.ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	var meta stepMeta
-	if err := json.Unmarshal(data, &meta); err != nil {
-		return nil, fmt.Errorf("decode step: %w", err)
-	}
-	cp := &pregel.Checkpoint{
-		RunID: runID, Graph: meta.Graph, Step: step,
-		Values: make(map[string]json.RawMessage), Versions: make(map[string]int),
-		Next: meta.Next, Barriers: meta.Barriers, Tasks: meta.Tasks,
-		Counters: meta.Counters, DrainRequest: meta.DrainRequest,
-	}
-	rows, err := s.stmts.values.QueryContext(ctx, runID, step)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			ch      string
-			version int
-			value   []byte
-		)
-		if err := rows.Scan(&ch, &version, &value); err != nil {
-			return nil, err
-		}
-		cp.Versions[ch] = version
-		if value != nil {
-			cp.Values[ch] = value
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return cp, nil
-}
-
-// History implements [pregel.Checkpointer]. It returns an error wrapping
-// [pregel.ErrNotFound] for a run with no committed step.
-func (s *Store) History(ctx context.Context, runID string) ([]pregel.StepInfo, error) {
-	out, err := s.history(ctx, runID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: history of run %q: %w", runID, err)
-	}
-	return out, nil
-}
-
-func (s *Store) history(ctx context.Context, runID string) ([]pregel.StepInfo, error) {
-	// A read transaction (plain BEGIN, despite _txlock) so both queries
-	// see the same steps.
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-
-	var out []pregel.StepInfo
-	rows, err := tx.StmtContext(ctx, s.stmts.historySteps).QueryContext(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			step int
-			data []byte
-			meta stepMeta
-		)
-		if err := rows.Scan(&step, &data); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(data, &meta); err != nil {
-			return nil, fmt.Errorf("decode step %d: %w", step, err)
-		}
-		next := make([]string, 0, len(meta.Next))
-		for _, t := range meta.Next {
-			next = append(next, t.Node)
-		}
-		if step != len(out) {
-			return nil, fmt.Errorf("step %d stored after step %d", step, len(out)-1)
-		}
-		out = append(out, pregel.StepInfo{Step: step, Tasks: meta.Tasks, Next: next})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, pregel.ErrNotFound
-	}
-
-	changes, err := tx.StmtContext(ctx, s.stmts.historyChange).QueryContext(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	defer changes.Close()
-	for changes.Next() {
-		var (
-			step int
-			ch   string
-		)
-		if err := changes.Scan(&step, &ch); err != nil {
-			return nil, err
-		}
-		if step >= 0 && step < len(out) {
-			out[step].Changed = append(out[step].Changed, ch)
-		}
-	}
-	if err := changes.Err(); err != nil {
-		return nil, err
-	}
-	for i := range out {
-		slices.Sort(out[i].Changed)
-	}
-	return out, nil
-}
-
-// Compile-time check that Store implements the interface.
-var _ pregel.Checkpointer = (*Store)(nil)

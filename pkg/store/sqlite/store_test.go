@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/pregel/checkpointtest"
@@ -166,7 +167,7 @@ func storedValueBytes(t *testing.T, path string) int64 {
 	}
 	defer db.Close()
 	var n int64
-	if err := db.QueryRowContext(t.Context(), `SELECT COALESCE(SUM(LENGTH(value)), 0) FROM channel_values`).Scan(&n); err != nil {
+	if err := db.QueryRowContext(t.Context(), `SELECT COALESCE(SUM(LENGTH(changes)), 0) FROM steps`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -264,8 +265,8 @@ func TestReopen(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
 		t.Fatal(err)
 	}
-	if version != 1 || mode != "wal" {
-		t.Errorf("schema version %d, journal mode %q; want 1 and wal", version, mode)
+	if version != 3 || mode != "wal" {
+		t.Errorf("schema version %d, journal mode %q; want 3 and wal", version, mode)
 	}
 }
 
@@ -400,5 +401,71 @@ func BenchmarkLoad(b *testing.B) {
 		if len(got.Values) != 10 {
 			b.Fatalf("loaded %d channels, want 10", len(got.Values))
 		}
+	}
+}
+
+// TestCommitWaitsForWriteLock holds the database's write lock on another
+// connection, as another process would: a commit waits for it, until its
+// context is done or the lock is released.
+func TestCommitWaitsForWriteLock(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "superstep.db")
+	s := open(t, path)
+	cp := &pregel.Checkpoint{RunID: "r", Graph: "g", Values: map[string]json.RawMessage{"a": json.RawMessage(`1`)}, Versions: map[string]int{"a": 0}}
+	if err := s.Commit(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	next := &pregel.Checkpoint{RunID: "r", Graph: "g", Step: 1, Values: map[string]json.RawMessage{"a": json.RawMessage(`2`)}, Versions: map[string]int{"a": 1}}
+
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	lock := func() *sql.Conn {
+		t.Helper()
+		conn, err := other.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	unlock := func(conn *sql.Conn) {
+		t.Helper()
+		if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+			t.Error(err)
+		}
+		conn.Close()
+	}
+
+	t.Run("ContextDone", func(t *testing.T) {
+		conn := lock()
+		defer unlock(conn)
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if err := s.Commit(short, next); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Commit while another connection holds the write lock: %v, want context.DeadlineExceeded", err)
+		}
+	})
+	t.Run("LockReleased", func(t *testing.T) {
+		conn := lock()
+		time.AfterFunc(50*time.Millisecond, func() { unlock(conn) })
+		start := time.Now()
+		if err := s.Commit(ctx, next); err != nil {
+			t.Fatalf("Commit once the lock is released: %v", err)
+		}
+		if waited := time.Since(start); waited < 40*time.Millisecond {
+			t.Errorf("Commit returned after %v, before the lock was released", waited)
+		}
+	})
+	got, err := s.Load(ctx, "r", pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Step != 1 || string(got.Values["a"]) != "2" {
+		t.Errorf("latest step %d with a = %s, want step 1 with a = 2", got.Step, got.Values["a"])
 	}
 }

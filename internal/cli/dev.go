@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/store/sqlite"
+)
+
+// StoreFile is the name of the SQLite file dev keeps in its --dir.
+const StoreFile = "superstep.db"
+
+// devFlags are the flags of dev.
+type devFlags struct {
+	addr        string
+	dir         string
+	token       string
+	grace       time.Duration
+	logLevel    string
+	concurrency int
+	maxBody     int64
+}
+
+func newDevCmd(env Env) *cobra.Command {
+	var f devFlags
+	c := &cobra.Command{
+		Use:   "dev",
+		Short: "Serve the HTTP API on this machine, runs executed in this process",
+		Long: `Serve the HTTP API (the same handler as the api Lambda) with runs executed
+in this process. Checkpoints and run records go to ` + StoreFile + ` in --dir, so
+runs survive a restart: on start, runs left pending or running (by a crash,
+say) continue from their last committed superstep, and tasks whose results
+were recorded are not run again.
+
+The URL is printed on stdout once the server listens (--addr with port 0
+picks a free port); logs go to stderr.
+
+On SIGINT or SIGTERM, every running run is asked to drain (reason
+"signal: interrupt" or "signal: terminated"); runs still going after
+--grace, or on a second signal, are stopped at once. Either way they stay
+resumable: drained runs with 'superstep runs resume', stopped ones on the
+next start.`,
+		Example: `  superstep dev
+  superstep dev --addr 127.0.0.1:0 --dir /tmp/superstep --token s3cret`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runDev(c.Context(), env, &f)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "`HOST:PORT` to listen on (port 0: any free port)")
+	fl.StringVar(&f.dir, "dir", filepath.Dir(DefaultStore), "`DIR`ectory of the SQLite store (created if missing)")
+	fl.StringVar(&f.token, "token", env.getenv(TokenEnv), "bearer token every request must present (env "+TokenEnv+"); empty: none")
+	fl.DurationVar(&f.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, wait this long for runs to drain before stopping them")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.IntVar(&f.concurrency, "concurrency", runs.DefaultConcurrency, "most runs executing at once")
+	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
+	return c
+}
+
+func runDev(ctx context.Context, env Env, f *devFlags) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return badInput(fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel))
+	}
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	reg, err := env.registry()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		return failed(fmt.Errorf("create --dir: %w", err))
+	}
+	path := filepath.Join(f.dir, StoreFile)
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return failed(fmt.Errorf("open store: %w", err))
+	}
+	defer st.Close()
+	var records runs.Store
+	if rs, ok := any(st).(runs.Store); ok {
+		records = rs
+	} else {
+		log.Warn("the SQLite store keeps no run records yet: they are kept in memory and lost on exit (checkpoints are kept)")
+		records = runs.NewMemoryStore()
+	}
+
+	// The scheduler's context ends only when dev gives up waiting for
+	// runs: it stops them as a crash would, leaving them to the next start.
+	schedCtx, crash := context.WithCancel(context.WithoutCancel(ctx))
+	defer crash()
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, Logger: log})
+	if err := sched.Start(schedCtx); err != nil {
+		return failed(fmt.Errorf("start scheduler: %w", err))
+	}
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Dispatcher: sched, Logger: log}
+	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log})
+
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		_ = sched.Shutdown(context.Background(), 0)
+		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String()
+	names := make([]string, 0, len(reg.List()))
+	for _, g := range reg.List() {
+		names = append(names, g.Name())
+	}
+	log.Info("serving", "url", url, "store", path, "graphs", strings.Join(names, ","), "auth", f.token != "")
+	if f.token == "" && !isLoopback(ln.Addr()) {
+		log.Warn("serving beyond this machine without a token; set --token or " + TokenEnv)
+	}
+	fmt.Fprintf(env.Stdout, "superstep dev: serving %s\n", url)
+
+	sigs, stopSignals := env.signals()
+	defer stopSignals()
+	var sig os.Signal
+	select {
+	case sig = <-sigs:
+	case <-ctx.Done():
+	case err := <-served:
+		_ = sched.Shutdown(context.Background(), 0)
+		return failed(fmt.Errorf("serve: %w", err))
+	}
+
+	// Drain every running run, then wait for the scheduler.
+	reason := "shutdown"
+	if sig != nil {
+		reason = "signal: " + signalName(sig)
+	}
+	log.Info("stopping: draining running runs", "reason", reason, "grace", f.grace)
+	drainAll(context.WithoutCancel(ctx), log, svc, reason)
+	stopCtx, stopNow := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopNow()
+	go func() {
+		select {
+		case s := <-sigs:
+			log.Warn("second signal: stopping runs at once; they continue at the next start", "signal", signalName(s))
+			stopNow()
+		case <-stopCtx.Done():
+		}
+	}()
+	if err := sched.Shutdown(stopCtx, f.grace); err != nil {
+		crash()
+		log.Warn("runs stopped at once; they continue at the next start", "error", err)
+		waitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = sched.WaitIdle(waitCtx)
+	}
+	httpCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(httpCtx); err != nil {
+		log.Warn("close HTTP connections", "error", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// drainAll asks every running run to drain with reason.
+func drainAll(ctx context.Context, log *slog.Logger, svc *runs.Service, reason string) {
+	f := runs.Filter{Status: pregel.RunRunning, Limit: 500}
+	for {
+		page, err := svc.List(ctx, f)
+		if err != nil {
+			log.Warn("list running runs to drain them", "error", err)
+			return
+		}
+		for _, r := range page.Runs {
+			if _, err := svc.Drain(ctx, r.ID, reason); err != nil && !errors.Is(err, runs.ErrInvalidState) {
+				log.Warn("drain run", "run_id", r.ID, "error", err)
+			} else if err == nil {
+				log.Info("draining run", "run_id", r.ID, "graph", r.Graph)
+			}
+		}
+		if page.NextPageToken == "" {
+			return
+		}
+		f.PageToken = page.NextPageToken
+	}
+}
+
+// isLoopback reports whether addr is a loopback address.
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}

@@ -1,0 +1,44 @@
+// Package graphs is the one place that says which graphs a superstep
+// binary serves: the CLI (run, resume, dev) and the Lambdas register the
+// same graphs by calling [Registry].
+package graphs
+
+import (
+	"fmt"
+
+	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// ExecLogEnv names the environment variable that registers the test-only
+// graph [ExecLogGraph]: when it holds a file name, that graph is served
+// too and appends every task execution to the file. End-to-end tests use
+// it to check that a recovered run does not execute again a task whose
+// result was recorded. Leave it unset in real use.
+const ExecLogEnv = "SUPERSTEP_TEST_EXEC_LOG"
+
+// Registry returns the graphs every superstep binary serves: the example
+// graphs (examples.All), plus the test-only ExecLogGraph when getenv (nil:
+// none) returns a file name for ExecLogEnv.
+//
+//	reg, err := graphs.Registry(os.Getenv)
+func Registry(getenv func(string) string) (*runs.Registry, error) {
+	all, err := examples.All()
+	if err != nil {
+		return nil, fmt.Errorf("register graphs: %w", err)
+	}
+	if getenv != nil {
+		if path := getenv(ExecLogEnv); path != "" {
+			g, err := execLogGraph(path)
+			if err != nil {
+				return nil, fmt.Errorf("register test graph: %w", err)
+			}
+			all = append(all, g)
+		}
+	}
+	r, err := runs.NewRegistry(all...)
+	if err != nil {
+		return nil, fmt.Errorf("register graphs: %w", err)
+	}
+	return r, nil
+}

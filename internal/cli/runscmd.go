@@ -1,0 +1,382 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+func newRunsCmd(env Env) *cobra.Command {
+	var f serverFlags
+	c := &cobra.Command{
+		Use:   "runs",
+		Short: "List, inspect and steer the runs of a dev server",
+		Long: `List, inspect and steer the runs of a running "superstep dev" server over
+its HTTP API. The server is --server (default $` + ServerEnv + ` or ` + DefaultServer + `)
+and its token --token (default $` + TokenEnv + `). Errors the server answers are
+shown as their detail; 4xx answers exit with code 2, other failures with 1.`,
+		Args: noArgs,
+		RunE: groupRunE,
+	}
+	f.register(c, env, DefaultServer)
+	c.AddCommand(
+		newRunsListCmd(env, &f),
+		newRunsShowCmd(env, &f),
+		newRunsCreateCmd(env, &f),
+		newRunsDrainCmd(env, &f),
+		newRunsCancelCmd(env, &f),
+		newRunsResumeCmd(env, &f),
+	)
+	return c
+}
+
+func newRunsListCmd(env Env, f *serverFlags) *cobra.Command {
+	var (
+		graph, status, pageToken string
+		limit                    int
+	)
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			for k, v := range map[string]string{"graph": graph, "status": status, "page_token": pageToken} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			if limit > 0 {
+				q.Set("limit", strconv.Itoa(limit))
+			}
+			var page api.RunList
+			raw, err := cl.do(c.Context(), http.MethodGet, "/v1/runs", q, nil, &page)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return writeRaw(env.Stdout, raw)
+			}
+			if err := writeRunTable(env.Stdout, page.Runs); err != nil {
+				return err
+			}
+			if page.NextPageToken != "" {
+				fmt.Fprintf(env.Stderr, "more runs: add --page-token %s\n", page.NextPageToken)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&graph, "graph", "", "only runs of this graph")
+	c.Flags().StringVar(&status, "status", "", "only runs with this status (pending, running, interrupted, drained, completed, failed, cancelled)")
+	c.Flags().IntVar(&limit, "limit", 0, "at most this many runs (server default 50, at most 500)")
+	c.Flags().StringVar(&pageToken, "page-token", "", "continue a previous listing")
+	return c
+}
+
+// writeRunTable prints runs as a table.
+func writeRunTable(w io.Writer, list []api.Run) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "RUN ID\tGRAPH\tSTATUS\tSTEP\tDONE/SKIP/CANC/FAIL\tCREATED\tNOTE")
+	for _, r := range list {
+		c := r.Counters
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d/%d/%d\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.Step,
+			c.Completed, c.Skipped, c.Cancelled, c.Failed, fmtTime(r.CreatedAt), orDash(oneLine(runNote(r), 60)))
+	}
+	return tw.Flush()
+}
+
+// runNote is the most useful fact about a run besides its status.
+func runNote(r api.Run) string {
+	switch {
+	case r.Error != "":
+		return r.Error
+	case len(r.Interrupts) > 0:
+		nodes := make([]string, len(r.Interrupts))
+		for i, in := range r.Interrupts {
+			nodes[i] = in.Node
+		}
+		return "waiting on " + strings.Join(nodes, ", ")
+	case r.CancelRequested:
+		return "cancel requested"
+	case r.DrainRequested:
+		return "drain: " + r.DrainReason
+	}
+	return ""
+}
+
+func newRunsShowCmd(env Env, f *serverFlags) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "show RUN_ID",
+		Short: "Show a run: its record, its steps with their node statuses, its state",
+		Args:  exactArgs("RUN_ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var d api.RunDetail
+			raw, err := cl.do(c.Context(), http.MethodGet, "/v1/runs/"+url.PathEscape(args[0]), nil, nil, &d)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				return writeRaw(env.Stdout, raw)
+			}
+			return writeRunDetail(env.Stdout, d)
+		},
+	}
+	return c
+}
+
+// writeRunDetail prints a run for people.
+func writeRunDetail(w io.Writer, d api.RunDetail) error {
+	tw := newTable(w)
+	c := d.Counters
+	fmt.Fprintf(tw, "Run:\t%s\n", d.RunID)
+	fmt.Fprintf(tw, "Graph:\t%s\n", d.Graph)
+	fmt.Fprintf(tw, "Status:\t%s\n", d.Status)
+	fmt.Fprintf(tw, "Step:\t%d\n", d.Step)
+	fmt.Fprintf(tw, "Nodes:\t%d completed, %d skipped, %d cancelled, %d failed\n", c.Completed, c.Skipped, c.Cancelled, c.Failed)
+	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(d.CreatedAt))
+	fmt.Fprintf(tw, "Updated:\t%s\n", fmtTime(d.UpdatedAt))
+	if d.ContextID != "" {
+		fmt.Fprintf(tw, "Context:\t%s\n", d.ContextID)
+	}
+	if d.DrainRequested {
+		fmt.Fprintf(tw, "Drain:\t%s\n", orDash(d.DrainReason))
+	}
+	if d.CancelRequested {
+		fmt.Fprintf(tw, "Cancel:\trequested\n")
+	}
+	if d.Error != "" {
+		fmt.Fprintf(tw, "Error:\t%s\n", d.Error)
+	}
+	if d.FailedNode != "" {
+		fmt.Fprintf(tw, "Failed node:\t%s\n", d.FailedNode)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := writeNodeTable(w, taskRows(d.Steps, nil)); err != nil {
+		return err
+	}
+	if len(d.Interrupts) > 0 {
+		fmt.Fprintln(w, "\nWaiting for an answer (superstep runs resume "+d.RunID+" --answer VALUE):")
+		for _, in := range d.Interrupts {
+			fmt.Fprintf(w, "  %s (interrupt %s):\n    %s\n", in.Node, in.ID, indentJSON(in.Value, "    "))
+		}
+	}
+	raw, err := marshal(d.Values)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	fmt.Fprintf(w, "\nState:\n%s\n", indentJSON(raw, ""))
+	return nil
+}
+
+// waitFlags let create and resume wait for the run to stop.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (wf *waitFlags) register(c *cobra.Command) {
+	c.Flags().BoolVar(&wf.wait, "wait", false, "wait until the run stops; exit with its code (0 completed, 1 failed, 3 interrupted, 4 drained, 5 cancelled)")
+	c.Flags().DurationVar(&wf.timeout, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
+}
+
+// waitRun polls a run until it is no longer pending or running.
+func waitRun(ctx context.Context, cl *client, id string, timeout time.Duration) (api.Run, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	delay := 50 * time.Millisecond
+	for {
+		var r api.Run
+		if _, err := cl.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, nil, &r); err != nil {
+			return r, err
+		}
+		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return r, failed(fmt.Errorf("run %q is still %s: %w", id, r.Status, ctx.Err()))
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// showRunResult prints a run record answered by a request (or found by
+// --wait) and returns the exit error of its status when waited for.
+func showRunResult(env Env, f *serverFlags, cl *client, c *cobra.Command, r api.Run, raw []byte, wf *waitFlags, verb string) error {
+	if wf != nil && wf.wait {
+		var err error
+		if r, err = waitRun(c.Context(), cl, r.RunID, wf.timeout); err != nil {
+			return err
+		}
+		if raw, err = json.Marshal(r); err != nil {
+			return failed(err)
+		}
+	}
+	if f.json {
+		if err := writeRaw(env.Stdout, raw); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(env.Stdout, "run %s of %s %s: %s at step %d\n", r.RunID, r.Graph, verb, r.Status, r.Step)
+		if note := runNote(r); note != "" {
+			fmt.Fprintf(env.Stdout, "  %s\n", note)
+		}
+	}
+	if wf != nil && wf.wait {
+		if code := ExitCode(r.Status); code != ExitOK {
+			return &ExitError{Code: code, Silent: true}
+		}
+	}
+	return nil
+}
+
+func newRunsCreateCmd(env Env, f *serverFlags) *cobra.Command {
+	var (
+		input, runID, contextID string
+		wf                      waitFlags
+	)
+	c := &cobra.Command{
+		Use:   "create GRAPH [--input JSON|@FILE]",
+		Short: "Start a run of a graph on the server",
+		Example: `  superstep runs create counter --input '{"limit": 3}' --wait
+  superstep runs create support-triage --input @examples/triage/input.json`,
+		Args: exactArgs("GRAPH"),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			req := api.CreateRunRequest{RunID: runID, ContextID: contextID}
+			if c.Flags().Changed("input") {
+				if req.Input, err = readJSONArg("input", input, env.Stdin); err != nil {
+					return usageErr(c, err)
+				}
+			}
+			var r api.Run
+			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/graphs/"+url.PathEscape(args[0])+"/runs", nil, req, &r)
+			if err != nil {
+				return err
+			}
+			return showRunResult(env, f, cl, c, r, raw, &wf, "created")
+		},
+	}
+	c.Flags().StringVarP(&input, "input", "i", "", "the run's input: `JSON`, @FILE, or - for stdin")
+	c.Flags().StringVar(&runID, "run-id", "", "the run's id; repeating a request with the same id and input is harmless")
+	c.Flags().StringVar(&contextID, "context-id", "", "group the run with others of the same conversation")
+	wf.register(c)
+	return c
+}
+
+func newRunsDrainCmd(env Env, f *serverFlags) *cobra.Command {
+	var (
+		reason string
+		wf     waitFlags
+	)
+	c := &cobra.Command{
+		Use:   "drain RUN_ID [--reason TEXT]",
+		Short: "Ask a run to stop at its next superstep boundary (resumable)",
+		Args:  exactArgs("RUN_ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var r api.Run
+			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/runs/"+url.PathEscape(args[0])+"/drain", nil, api.DrainRequest{Reason: reason}, &r)
+			if err != nil {
+				return err
+			}
+			return showRunResult(env, f, cl, c, r, raw, &wf, "drain requested")
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", "requested from the CLI", "why the run drains (kept on the run)")
+	wf.register(c)
+	return c
+}
+
+func newRunsCancelCmd(env Env, f *serverFlags) *cobra.Command {
+	var wf waitFlags
+	c := &cobra.Command{
+		Use:   "cancel RUN_ID",
+		Short: "Cancel a run for good",
+		Args:  exactArgs("RUN_ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var r api.Run
+			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/runs/"+url.PathEscape(args[0])+"/cancel", nil, struct{}{}, &r)
+			if err != nil {
+				return err
+			}
+			return showRunResult(env, f, cl, c, r, raw, &wf, "cancel requested")
+		},
+	}
+	wf.register(c)
+	return c
+}
+
+func newRunsResumeCmd(env Env, f *serverFlags) *cobra.Command {
+	var (
+		answer string
+		wf     waitFlags
+	)
+	c := &cobra.Command{
+		Use:   "resume RUN_ID [--answer VALUE]",
+		Short: "Resume a drained run, or answer an interrupted one",
+		Long: `Resume a drained run, or an interrupted one with --answer VALUE: JSON
+(true, {"approved": true}, "quoted text") or plain text, sent as a string.`,
+		Args: exactArgs("RUN_ID"),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := f.client()
+			if err != nil {
+				return err
+			}
+			var req api.ResumeRequest
+			if c.Flags().Changed("answer") {
+				req.Resume = parseAnswer(answer)
+			}
+			var r api.Run
+			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/runs/"+url.PathEscape(args[0])+"/resume", nil, req, &r)
+			if err != nil {
+				return err
+			}
+			return showRunResult(env, f, cl, c, r, raw, &wf, "resumed")
+		},
+	}
+	c.Flags().StringVar(&answer, "answer", "", "answer every pending interrupt with `VALUE`")
+	wf.register(c)
+	return c
+}
+
+// writeRaw prints a JSON answer indented.
+func writeRaw(w io.Writer, raw []byte) error {
+	_, err := fmt.Fprintln(w, indentJSON(raw, ""))
+	return err
+}
