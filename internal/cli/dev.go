@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -35,6 +36,7 @@ type devFlags struct {
 
 func newDevCmd(env Env) *cobra.Command {
 	var f devFlags
+	var af awsDevFlags // --aws: the local serverless mode (devaws.go)
 	c := &cobra.Command{
 		Use:   "dev",
 		Short: "Serve the HTTP API on this machine, runs executed in this process",
@@ -56,6 +58,9 @@ next start.`,
   superstep dev --addr 127.0.0.1:0 --dir /tmp/superstep --token s3cret`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			if af.enabled {
+				return runDevAWS(c.Context(), env, &f, &af)
+			}
 			return runDev(c.Context(), env, &f)
 		},
 	}
@@ -67,6 +72,7 @@ next start.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.concurrency, "concurrency", runs.DefaultConcurrency, "most runs executing at once")
 	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
+	af.register(c, env)
 	return c
 }
 
@@ -107,6 +113,8 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Dispatcher: sched, Logger: log}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log})
+	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
+	handler.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log)))
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/internal/mototest"
+)
+
+// dev --aws --create against moto: the API served here, runs executed by
+// the Lambda handlers called from local pollers, steered with the client
+// commands, stopped by a signal.
+func TestDevAWS(t *testing.T) {
+	srv := mototest.Start(t)
+	var b [3]byte
+	rand.Read(b[:])
+	prefix := "devaws-" + hex.EncodeToString(b[:])
+	sigs := make(chan os.Signal, 2)
+	var out, errb syncBuffer
+	env := Env{
+		Stdin:   strings.NewReader(""),
+		Stdout:  &out,
+		Stderr:  &errb,
+		Getenv:  func(string) string { return "" },
+		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
+	}
+	code := make(chan int, 1)
+	go func() {
+		// Short polls: mototest serialises the emulator's requests, so
+		// a long poll would hold up every other one.
+		code <- Main(context.Background(), env, []string{"dev", "--aws", "--endpoint", srv.URL, "--create", "--prefix", prefix,
+			"--addr", "127.0.0.1:0", "--token", "tok", "--wait-time", "0", "--grace", "2s"})
+	}()
+	var url string
+	deadline := time.Now().Add(20 * time.Second)
+	for url == "" {
+		select {
+		case c := <-code:
+			t.Fatalf("dev exited with %d:\n%s", c, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev did not serve:\n%s", errb.String())
+		}
+		if u, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "superstep dev: serving "); ok {
+			url = u
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h := newHarness(t)
+	h.env[ServerEnv] = url
+	h.env[TokenEnv] = "tok"
+	r := h.run("runs", "create", "counter", "--input", `{"limit": 3}`, "--run-id", "c1", "--wait").want(t, ExitOK)
+	if !strings.Contains(r.stdout, "run c1 of counter created: completed at step 3") {
+		t.Errorf("runs create:\n%s", r.stdout)
+	}
+	h.run("runs", "create", "support-triage", "--input", triageInput(t), "--run-id", "t1", "--wait").want(t, ExitInterrupted)
+	h.run("runs", "resume", "t1", "--answer", "approve", "--wait").want(t, ExitOK)
+
+	sigs <- syscall.SIGTERM
+	select {
+	case c := <-code:
+		if c != ExitOK {
+			t.Errorf("dev exited with %d:\n%s", c, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("dev did not stop:\n%s", errb.String())
+	}
+	for _, s := range []string{"creating the table and queues", "serving (serverless handlers, local pollers)", prefix + "-ticks.fifo", "stopping: runs stay in the table and queues"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("log lacks %q:\n%s", s, errb.String())
+		}
+	}
+}
+
+func TestDevAWSNeedsQueues(t *testing.T) {
+	h := newHarness(t)
+	r := h.run("dev", "--aws", "--endpoint", "http://127.0.0.1:1", "--table", "t").want(t, ExitUsage)
+	if !strings.Contains(r.stderr, "TICK_QUEUE_URL") || !strings.Contains(r.stderr, "--create") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}

@@ -1,0 +1,245 @@
+// Package serverless holds superstep's Lambda handlers and their wiring,
+// shared by the three functions (functions/api, functions/tick,
+// functions/node) and by the local serverless mode, `superstep dev --aws`,
+// which calls the same handlers from SQS pollers in one process.
+//
+// An [App] wires a [runs.Service] and a [tick.Handler] to one DynamoDB
+// table (runs, checkpoints, task claims) and two SQS queues (ticks on a
+// FIFO queue, node tasks on a standard one). Its handlers:
+//
+//   - [App.HandleTick]: SQS tick messages -> [tick.Handler.Tick]
+//   - [App.HandleNode]: SQS node-task messages -> [tick.Handler.Node]
+//   - [App.HandleAPI]: API Gateway HTTP API (payload 2.0) requests served
+//     by the [api] handler, EventBridge "superstep.StartRun" events and
+//     SQS start-queue messages, told apart by the shape of the event.
+//
+// Every SQS handler reports failures per message (ReportBatchItemFailures);
+// a message that can never be processed is logged with the reason and
+// reported as failed too, so that it reaches the dead-letter queue after
+// maxReceiveCount instead of vanishing. The environment variables, the
+// event shapes and the local mode are described in README.md beside this
+// file.
+package serverless
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/superstep/superstep/internal/cli/graphs"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/sqsqueue"
+	"github.com/superstep/superstep/pkg/store/dynamo"
+	"github.com/superstep/superstep/pkg/tick"
+)
+
+// Environment variables read by [ConfigFromEnv].
+const (
+	// EnvTable names the DynamoDB table (required).
+	EnvTable = "TABLE_NAME"
+	// EnvTickQueue is the URL of the FIFO tick queue (required).
+	EnvTickQueue = "TICK_QUEUE_URL"
+	// EnvNodeQueue is the URL of the node-task queue (required).
+	EnvNodeQueue = "NODE_QUEUE_URL"
+	// EnvStartQueue is the URL of the start queue (optional; the local
+	// mode polls it, in AWS an event source mapping does).
+	EnvStartQueue = "START_QUEUE_URL"
+	// EnvAPIToken is a bearer token the HTTP API requires (optional; in
+	// AWS, API Gateway's IAM or JWT authorization protects the API).
+	EnvAPIToken = "API_TOKEN"
+	// EnvTaskLease is how long a task claim lasts, as a Go duration
+	// (optional, default 15m); keep it under the queues' visibility
+	// timeout and over the longest task.
+	EnvTaskLease = "TASK_LEASE"
+	// EnvLogLevel is debug, info, warn or error (optional, default info).
+	EnvLogLevel = "LOG_LEVEL"
+)
+
+// Config is the deployment an App talks to.
+type Config struct {
+	// Table is the DynamoDB table of runs, checkpoints and claims.
+	Table string
+	// TickQueueURL is the FIFO queue of ticks.
+	TickQueueURL string
+	// NodeQueueURL is the standard queue of node tasks.
+	NodeQueueURL string
+	// StartQueueURL is the start queue (optional).
+	StartQueueURL string
+	// APIToken, when set, is the bearer token of the HTTP API.
+	APIToken string
+	// Lease is the task claim lease (zero: the tick package's default).
+	Lease time.Duration
+	// LogLevel of [FromEnv]'s logger.
+	LogLevel slog.Level
+}
+
+// ConfigFromEnv reads the Config from the environment through getenv
+// (os.Getenv). It names every missing or malformed variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
+	c := Config{
+		Table:         get(EnvTable),
+		TickQueueURL:  get(EnvTickQueue),
+		NodeQueueURL:  get(EnvNodeQueue),
+		StartQueueURL: get(EnvStartQueue),
+		APIToken:      get(EnvAPIToken),
+	}
+	var errs []error
+	if v := get(EnvTaskLease); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive Go duration such as 15m", EnvTaskLease, v))
+		}
+		c.Lease = d
+	}
+	if v := get(EnvLogLevel); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want debug, info, warn or error", EnvLogLevel, v))
+		}
+	}
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("serverless: %w", err)
+	}
+	return c, nil
+}
+
+func (c Config) validate() error {
+	var missing []string
+	for _, v := range []struct{ name, val string }{{EnvTable, c.Table}, {EnvTickQueue, c.TickQueueURL}, {EnvNodeQueue, c.NodeQueueURL}} {
+		if v.val == "" {
+			missing = append(missing, v.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("set %s (the table and queues the functions use)", strings.Join(missing, ", "))
+	}
+	if !strings.HasSuffix(c.TickQueueURL, ".fifo") {
+		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
+	}
+	return nil
+}
+
+// Options configures [New].
+type Options struct {
+	Config Config
+	// AWS configures the DynamoDB and SQS clients (endpoint, region,
+	// credentials, middleware such as awsmeter).
+	AWS aws.Config
+	// Graphs are the graphs served. Required.
+	Graphs *runs.Registry
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// MaxBodyBytes bounds HTTP request bodies (default
+	// api.DefaultMaxBodyBytes).
+	MaxBodyBytes int64
+}
+
+// App is one deployment's handlers and what they share. Create it with
+// [New] or [FromEnv]; it is safe for concurrent use. Its fields are for
+// reading: changing them after New has no defined effect.
+type App struct {
+	Config Config
+	Logger *slog.Logger
+	// Service applies the run lifecycle (create, drain, cancel, resume).
+	Service *runs.Service
+	// Ticks executes ticks and node tasks.
+	Ticks *tick.Handler
+	// API is the HTTP API handler; mount more routes with API.Handle.
+	API *api.Handler
+	// Store keeps runs, checkpoints and claims in the table.
+	Store *dynamo.Store
+	// Queue sends ticks and node tasks.
+	Queue *sqsqueue.Queue
+	// SQS is the queues' client.
+	SQS *sqs.Client
+}
+
+// New wires an App.
+func New(o Options) (*App, error) {
+	if o.Graphs == nil {
+		return nil, errors.New("serverless: Options.Graphs is nil")
+	}
+	if err := o.Config.validate(); err != nil {
+		return nil, fmt.Errorf("serverless: %w", err)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table)
+	sqsClient := sqs.NewFromConfig(o.AWS)
+	queue := sqsqueue.New(sqsClient, o.Config.TickQueueURL, o.Config.NodeQueueURL)
+	ticks := &tick.Handler{
+		Graphs:      o.Graphs,
+		Runs:        store,
+		Checkpoints: store,
+		Queue:       queue,
+		Logger:      log,
+		Lease:       o.Config.Lease,
+	}
+	// The store leases tasks when it can, so that a duplicate delivery
+	// does not execute a task another handler is executing.
+	if claims, ok := any(store).(tick.Claims); ok {
+		ticks.Claims = claims
+	}
+	svc := &runs.Service{
+		Graphs:      o.Graphs,
+		Runs:        store,
+		Checkpoints: store,
+		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue},
+		Logger:      log,
+	}
+	return &App{
+		Config:  o.Config,
+		Logger:  log,
+		Service: svc,
+		Ticks:   ticks,
+		API:     api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log}),
+		Store:   store,
+		Queue:   queue,
+		SQS:     sqsClient,
+	}, nil
+}
+
+// FromEnv wires the App of a Lambda function: the Config from the
+// environment, the AWS configuration from the SDK's default chain (which
+// honours AWS_ENDPOINT_URL and AWS_REGION), the graphs every superstep
+// binary serves, and a JSON logger on stdout (CloudWatch Logs).
+func FromEnv(ctx context.Context) (*App, error) {
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("serverless: load the AWS configuration: %w", err)
+	}
+	reg, err := graphs.Registry(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("serverless: %w", err)
+	}
+	return New(Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: NewLogger(os.Stdout, cfg.LogLevel)})
+}
+
+// NewLogger returns a JSON logger writing to w at level.
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// ServeHTTP serves the HTTP API; App is an [http.Handler].
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.API.ServeHTTP(w, r) }

@@ -1,0 +1,351 @@
+package serverless_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/awsmeter"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/serverless"
+)
+
+// moto is the emulator the tests of this package share; each test has
+// its own table and queues.
+var moto mototest.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := moto.Close(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// syncBuffer collects log lines written concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// stack is a deployment on the emulator: a table and queues of its own,
+// the App, the HTTP API on a local listener and the pollers standing in
+// for the event source mappings.
+type stack struct {
+	t      *testing.T
+	app    *serverless.App
+	cfg    serverless.Config
+	prefix string
+	sqs    *sqs.Client
+	meter  *awsmeter.Meter
+	logs   *syncBuffer
+	url    string
+	// nodeCalls counts node function invocations.
+	nodeCalls atomic.Int64
+}
+
+type stackOptions struct {
+	visibility time.Duration
+	maxReceive int
+	noPollers  bool
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	srv := moto.Start(t)
+	meter := new(awsmeter.Meter)
+	awsCfg := srv.Config.Copy()
+	awsCfg.APIOptions = append(awsCfg.APIOptions, meter.Install)
+	var b [3]byte
+	rand.Read(b[:])
+	name := unsafeChars.ReplaceAllString(t.Name(), "-")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	prefix := strings.ToLower(name) + "-" + hex.EncodeToString(b[:])
+	if o.visibility == 0 {
+		o.visibility = 5 * time.Second
+	}
+	if o.maxReceive == 0 {
+		o.maxReceive = 5
+	}
+	cfg, err := serverless.Provision(t.Context(), awsCfg, serverless.Resources{Prefix: prefix, VisibilityTimeout: o.visibility, MaxReceiveCount: o.maxReceive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
+	reg := registry(t)
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{t: t, app: app, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), meter: meter, logs: logs}
+	httpSrv := httptest.NewServer(app)
+	t.Cleanup(httpSrv.Close)
+	s.url = httpSrv.URL
+	if !o.noPollers {
+		// Short polls: mototest serialises the emulator's requests, so
+		// a long poll would hold up every other request.
+		p := app.Pollers(serverless.PollOptions{TickConcurrency: 2, NodeConcurrency: 3, IdleDelay: 50 * time.Millisecond, Timeout: 30 * time.Second})
+		node := p.Node.Handler
+		p.Node.Handler = func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			s.nodeCalls.Add(1)
+			return node(ctx, ev)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("pollers: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
+	return s
+}
+
+// registry serves the examples and the test graph with remote nodes.
+func registry(t *testing.T) *runs.Registry {
+	t.Helper()
+	all, err := examples.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(append(all, remoteGraph(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// do sends an API request and decodes the JSON answer into out (if not
+// nil); it returns the status.
+func (s *stack) do(method, path string, body any, out any) int {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(s.t.Context(), method, s.url+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			s.t.Fatalf("%s %s: %v\n%s", method, path, err, raw)
+		}
+	}
+	if resp.StatusCode >= 400 {
+		s.t.Logf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode
+}
+
+// create starts a run through the API.
+func (s *stack) create(graph, runID string, input any) {
+	s.t.Helper()
+	var r api.Run
+	if st := s.do("POST", "/v1/graphs/"+graph+"/runs", map[string]any{"run_id": runID, "input": input}, &r); st != http.StatusAccepted {
+		s.t.Fatalf("create %s: status %d", runID, st)
+	}
+}
+
+// get reads a run through the API.
+func (s *stack) get(runID string) api.RunDetail {
+	s.t.Helper()
+	var r api.RunDetail
+	if st := s.do("GET", "/v1/runs/"+runID, nil, &r); st != http.StatusOK {
+		s.t.Fatalf("get %s: status %d", runID, st)
+	}
+	return r
+}
+
+// wait polls the run until cond holds.
+func (s *stack) wait(runID string, what string, cond func(api.RunDetail) bool) api.RunDetail {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := s.get(runID)
+		if cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("run %s: waited 30s for %s; it is %s at step %d", runID, what, r.Status, r.Step)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *stack) waitStatus(runID string, st pregel.RunStatus) api.RunDetail {
+	s.t.Helper()
+	return s.wait(runID, string(st), func(r api.RunDetail) bool {
+		if r.Status != st && (r.Status == pregel.RunFailed || r.Status == pregel.RunCompleted || r.Status == pregel.RunCancelled) {
+			s.t.Fatalf("run %s is %s (error %q), want %s", runID, r.Status, r.Error, st)
+		}
+		return r.Status == st
+	})
+}
+
+// queueDepth is the number of messages in a queue, visible or in flight.
+func (s *stack) queueDepth(url string) int {
+	s.t.Helper()
+	out, err := s.sqs.GetQueueAttributes(s.t.Context(), &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameApproximateNumberOfMessages,
+			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+		},
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		i, _ := strconv.Atoi(v)
+		n += i
+	}
+	return n
+}
+
+// waitIdle waits until the tick and node queues are empty.
+func (s *stack) waitIdle() {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.queueDepth(s.cfg.TickQueueURL)+s.queueDepth(s.cfg.NodeQueueURL) > 0 {
+		if time.Now().After(deadline) {
+			s.t.Fatal("the queues did not empty within 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dlqURL is the URL of the dead-letter queue of queue name (as Provision
+// names it).
+func (s *stack) dlqURL(name string) string {
+	s.t.Helper()
+	out, err := s.sqs.GetQueueUrl(s.t.Context(), &sqs.GetQueueUrlInput{QueueName: aws.String(s.prefix + "-" + name)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return aws.ToString(out.QueueUrl)
+}
+
+// sendRaw puts a message on a queue; on a FIFO queue, in group with
+// deduplication id dedup.
+func (s *stack) sendRaw(url, body, group, dedup string) {
+	s.t.Helper()
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}
+	if strings.HasSuffix(url, ".fifo") {
+		in.MessageGroupId = aws.String(group)
+		in.MessageDeduplicationId = aws.String(dedup)
+	}
+	if _, err := s.sqs.SendMessage(s.t.Context(), in); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// values decodes a channel of a run's values.
+func values[T any](t *testing.T, r api.RunDetail, ch string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(r.Values[ch], &v); err != nil {
+		t.Fatalf("channel %s = %s: %v", ch, r.Values[ch], err)
+	}
+	return v
+}
+
+func jsonEqual(a, b map[string]json.RawMessage) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+func ints(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+// receiveAll receives (and deletes) what a queue holds now.
+func receiveAll(t *testing.T, s *stack, url string) []types.Message {
+	t.Helper()
+	out, err := s.sqs.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range out.Messages {
+		if _, err := s.sqs.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out.Messages
+}
+
+// logLevel is debug when SUPERSTEP_TEST_DEBUG is set.
+func logLevel() slog.Level {
+	if os.Getenv("SUPERSTEP_TEST_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
