@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/superstep/superstep/internal/cli/graphs"
+	"github.com/superstep/superstep/internal/graphs"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )

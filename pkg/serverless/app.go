@@ -37,7 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/superstep/superstep/internal/cli/graphs"
+	"github.com/superstep/superstep/internal/graphs"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/sqsqueue"
