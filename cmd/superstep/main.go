@@ -10,7 +10,7 @@
 // Exit codes: 0 completed, 1 failed (or an error), 2 usage or bad input,
 // 3 interrupted, 4 drained, 5 cancelled. The commands live in
 // internal/cli; the graphs every binary serves are listed in
-// internal/cli/graphs.
+// internal/graphs.
 package main
 
 import (
