@@ -163,9 +163,23 @@ func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return b.Bytes(), nil
 }
 
-// Get returns a run.
+// Get returns a run. A pending or running run's step and counters come
+// from its latest checkpoint, since executors may update the record only
+// when its status changes.
 func (s *Service) Get(ctx context.Context, id string) (Run, error) {
-	return s.Runs.GetRun(ctx, id)
+	r, err := s.Runs.GetRun(ctx, id)
+	if err != nil || (r.Status != pregel.RunPending && r.Status != pregel.RunRunning) {
+		return r, err
+	}
+	cp, err := s.Checkpoints.Load(ctx, id, pregel.Latest)
+	switch {
+	case errors.Is(err, pregel.ErrNotFound):
+	case err != nil:
+		return Run{}, fmt.Errorf("load run %q: %w", id, err)
+	case cp.Step > r.Step:
+		r.Step, r.Counters = cp.Step, cp.Counters
+	}
+	return r, nil
 }
 
 // List lists runs.

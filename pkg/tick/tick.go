@@ -144,10 +144,7 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	}
 	g, ok := h.Graphs.Get(run.Graph)
 	if !ok {
-		return h.finish(ctx, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
-	}
-	if run.CancelRequested {
-		return h.finish(ctx, run.ID, pregel.RunCancelled, nil, "", "")
+		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
 	cp, err := h.Checkpoints.Load(ctx, run.ID, pregel.Latest)
 	if errors.Is(err, pregel.ErrNotFound) {
@@ -159,6 +156,9 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	}
 	if err != nil {
 		return fmt.Errorf("load run %q: %w", run.ID, err)
+	}
+	if run.CancelRequested {
+		return h.finish(ctx, cp, run.ID, pregel.RunCancelled, nil, "", "")
 	}
 	step := cp.Step + 1
 	if t.Step != step {
@@ -176,10 +176,10 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 		return h.advance(ctx, g, cp)
 	}
 	if run.DrainRequested {
-		return h.finish(ctx, run.ID, pregel.RunDrained, nil, "", "")
+		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
 	}
 	if cp.Step >= g.MaxSteps() {
-		return h.finish(ctx, run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps()), "")
+		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps()), "")
 	}
 	if run.Status == pregel.RunPending {
 		if _, err := runs.Mutate(ctx, h.Runs, run.ID, func(r *runs.Run) error {
@@ -362,10 +362,10 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	}
 	switch out.Status {
 	case pregel.RunInterrupted:
-		return h.finish(ctx, cp.RunID, pregel.RunInterrupted, out.Interrupts, "", "")
+		return h.finish(ctx, cp, cp.RunID, pregel.RunInterrupted, out.Interrupts, "", "")
 	case pregel.RunFailed:
 		msg, node := failure(out.Err)
-		return h.finish(ctx, cp.RunID, pregel.RunFailed, nil, msg, node)
+		return h.finish(ctx, cp, cp.RunID, pregel.RunFailed, nil, msg, node)
 	}
 	if err := h.Checkpoints.Commit(ctx, out.Checkpoint); err != nil {
 		if errors.Is(err, pregel.ErrStepConflict) {
@@ -385,15 +385,20 @@ func failure(err error) (msg, node string) {
 	return err.Error(), ""
 }
 
-// advance brings the run record up to the committed checkpoint cp and,
-// reading the drain and cancel requests afresh, either stops the run or
-// sends the tick of the next step.
+// errUnchanged tells Mutate that the record needs no write.
+var errUnchanged = errors.New("run record unchanged")
+
+// advance reads the drain and cancel requests afresh and either stops the
+// run at the committed checkpoint cp or sends the tick of the next step.
+// The run record is written only when its status changes: a running run's
+// step and counters are read from its latest checkpoint, which saves a
+// write per superstep.
 func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint) error {
 	next := false
 	_, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
 		next = false
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
-			return nil
+			return errUnchanged
 		}
 		// A drain a node asked for in this step applies once: when the
 		// record first catches up with the checkpoint.
@@ -411,11 +416,15 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		case cp.Step >= g.MaxSteps():
 			r.Status, r.Error = pregel.RunFailed, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps())
 		default:
-			r.Status, next = pregel.RunRunning, true
+			next = true
+			if r.Status == pregel.RunRunning {
+				return errUnchanged
+			}
+			r.Status = pregel.RunRunning
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errUnchanged) {
 		return err
 	}
 	if next {
@@ -424,11 +433,15 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 	return nil
 }
 
-// finish ends or pauses a run that is pending or running.
-func (h *Handler) finish(ctx context.Context, id string, status pregel.RunStatus, interrupts []pregel.InterruptInfo, msg, node string) error {
+// finish ends or pauses a run that is pending or running, at its last
+// committed checkpoint cp (nil when none could be read).
+func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, status pregel.RunStatus, interrupts []pregel.InterruptInfo, msg, node string) error {
 	_, err := runs.Mutate(ctx, h.Runs, id, func(r *runs.Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return nil
+		}
+		if cp != nil {
+			r.Step, r.Counters = cp.Step, cp.Counters
 		}
 		r.Status, r.Interrupts, r.Error, r.FailedNode = status, interrupts, msg, node
 		if status == pregel.RunCancelled {
