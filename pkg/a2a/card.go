@@ -1,0 +1,181 @@
+package a2a
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	core "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+)
+
+// bearerScheme names the security scheme of cards under WithBearerAuth.
+const bearerScheme = "bearer"
+
+// serveCard serves GET {prefix}/{graph}/.well-known/agent-card.json. The
+// card is the union of the 1.0 and 0.3 formats (the SDK's compatibility
+// producer), so that clients of either version can read it; it lists the
+// same JSON-RPC endpoint once per protocol version. The two formats
+// disagree only on securitySchemes (present under WithBearerAuth): they
+// are in the 0.3 format when the request says A2A-Version: 0.3, in the 1.0
+// format otherwise.
+func (s *Server) serveCard(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Add("Vary", "A2A-Version")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodOptions:
+		h.Set("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Content-Type, A2A-Version")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	default:
+		h.Set("Allow", "GET, HEAD, OPTIONS")
+		writeProblem(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s is read with GET", r.URL.Path))
+		return
+	}
+	card := s.card(a, s.endpoint(r, a.graph.Name()))
+	raw, err := cardJSON(r, card)
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "a2a: encode agent card", "graph", a.graph.Name(), "error", err)
+		writeRPCError(w, nil, codeInternal, "internal error")
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	_, _ = w.Write(raw)
+}
+
+// cardJSON encodes a card in the union of the 1.0 and 0.3 formats.
+func cardJSON(r *http.Request, card *core.AgentCard) ([]byte, error) {
+	p, ok := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
+	if !ok {
+		return json.Marshal(card)
+	}
+	raw, err := p.CardJSON(r.Context())
+	if err != nil || len(card.SecuritySchemes) == 0 || strings.HasPrefix(r.Header.Get("A2A-Version"), "0.") {
+		return raw, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if m["securitySchemes"], err = json.Marshal(card.SecuritySchemes); err != nil {
+		return nil, err
+	}
+	return json.MarshalIndent(m, "", "  ")
+}
+
+// endpoint is the public URL of a graph's JSON-RPC endpoint.
+func (s *Server) endpoint(r *http.Request, graph string) string {
+	base := s.baseURL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+			scheme = p
+		}
+		host := r.Host
+		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" {
+			host = h
+		}
+		base = scheme + "://" + host
+	}
+	return base + s.prefix + "/" + url.PathEscape(graph)
+}
+
+func firstValue(h string) string {
+	v, _, _ := strings.Cut(h, ",")
+	return strings.TrimSpace(v)
+}
+
+// AgentCard returns the agent card of graph, its JSON-RPC endpoint being
+// at endpoint (e.g. "https://host/a2a/triage"), and false if the graph is
+// not served.
+func (s *Server) AgentCard(graph, endpoint string) (*core.AgentCard, bool) {
+	a, ok := s.agents[graph]
+	if !ok {
+		return nil, false
+	}
+	return s.card(a, endpoint), true
+}
+
+// card is the agent card of a graph served at endpoint. Its skills
+// describe the graph (its description, how to give it input, its steps)
+// and each of its nodes; its capabilities claim only what the Server does:
+// streaming as WithStreaming says, no push notifications, no extended card.
+func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
+	g := a.graph
+	desc := g.Description()
+	if desc == "" {
+		desc = fmt.Sprintf("Runs the superstep graph %q.", g.Name())
+	}
+	inputModes := []string{"application/json"}
+	howTo := fmt.Sprintf("Input: a data part holding a JSON object of channel values (channels: %s).", strings.Join(g.Channels(), ", "))
+	if a.text != "" {
+		inputModes = append(inputModes, "text/plain")
+		howTo += fmt.Sprintf(" Text parts are written to channel %q.", a.text)
+	}
+	howTo += " Output: the final state as a data artifact."
+	nodes := g.Nodes()
+	steps := make([]string, 0, len(nodes))
+	tags := []string{"superstep", "graph"}
+	for _, n := range nodes {
+		steps = append(steps, n.ID)
+		tags = append(tags, n.ID)
+	}
+	skills := []core.AgentSkill{{
+		ID:          g.Name(),
+		Name:        g.Name(),
+		Description: fmt.Sprintf("%s %s Steps: %s.", desc, howTo, strings.Join(steps, ", ")),
+		Tags:        tags,
+		InputModes:  inputModes,
+		OutputModes: []string{"application/json"},
+	}}
+	for _, n := range nodes {
+		name := n.Name
+		if name == "" {
+			name = n.ID
+		}
+		d := n.Description
+		if d == "" {
+			d = fmt.Sprintf("Step %q of graph %q.", n.ID, g.Name())
+		}
+		skills = append(skills, core.AgentSkill{
+			ID:          g.Name() + "." + n.ID,
+			Name:        name,
+			Description: d,
+			Tags:        []string{"superstep", "step"},
+		})
+	}
+	card := &core.AgentCard{
+		Name:        g.Name(),
+		Description: desc,
+		Version:     s.version,
+		Provider:    s.provider,
+		SupportedInterfaces: []*core.AgentInterface{
+			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: core.Version},
+			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
+		},
+		Capabilities:       core.AgentCapabilities{Streaming: s.streaming},
+		DefaultInputModes:  inputModes,
+		DefaultOutputModes: []string{"application/json"},
+		Skills:             skills,
+	}
+	if s.bearer {
+		card.SecuritySchemes = core.NamedSecuritySchemes{
+			bearerScheme: core.HTTPAuthSecurityScheme{Scheme: "Bearer", Description: "the server's bearer token"},
+		}
+		card.SecurityRequirements = core.SecurityRequirementsOptions{{bearerScheme: core.SecuritySchemeScopes{}}}
+	}
+	return card
+}

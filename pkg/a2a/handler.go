@@ -1,0 +1,398 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	core "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// handler serves one agent's A2A methods on the durable engine. Both the
+// 1.0 and the 0.3 JSON-RPC bindings call it. Errors it returns are seen by
+// callers as they are (the SDK sends err.Error() as the JSON-RPC message),
+// so each is either an *core.Error with a message fit for the caller or a
+// bare sentinel.
+type handler struct {
+	s *Server
+	a *agent
+}
+
+var _ a2asrv.RequestHandler = (*handler)(nil)
+
+// run returns the run behind a task id, if it is a run of this agent's
+// graph.
+func (h *handler) run(ctx context.Context, id core.TaskID) (runs.Run, error) {
+	if id == "" {
+		return runs.Run{}, core.NewError(core.ErrInvalidParams, "the task id is empty")
+	}
+	notFound := core.NewError(core.ErrTaskNotFound, fmt.Sprintf("task %q not found", id))
+	if !runs.ValidID(string(id)) {
+		return runs.Run{}, notFound
+	}
+	r, err := h.s.svc.Get(ctx, string(id))
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		return runs.Run{}, notFound
+	case err != nil:
+		return runs.Run{}, h.s.internal(ctx, "get run", string(id), err)
+	case r.Graph != h.a.graph.Name():
+		return runs.Run{}, notFound
+	}
+	return r, nil
+}
+
+// GetTask implements a2asrv.RequestHandler.
+func (h *handler) GetTask(ctx context.Context, req *core.GetTaskRequest) (*core.Task, error) {
+	if req == nil {
+		return nil, core.NewError(core.ErrInvalidParams, "params are required")
+	}
+	if req.HistoryLength != nil && *req.HistoryLength < 0 {
+		return nil, core.NewError(core.ErrInvalidParams, "historyLength must not be negative")
+	}
+	r, err := h.run(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	return h.s.task(ctx, r, taskView{history: req.HistoryLength, artifacts: true})
+}
+
+// ListTasks implements a2asrv.RequestHandler: the runs of this graph,
+// newest first, filtered by context id, state and update time.
+func (h *handler) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*core.ListTasksResponse, error) {
+	if req == nil {
+		req = &core.ListTasksRequest{}
+	}
+	size := req.PageSize
+	switch {
+	case size == 0:
+		size = 50
+	case size < 1 || size > 100:
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("pageSize %d must be between 1 and 100", size))
+	}
+	if req.HistoryLength != nil && *req.HistoryLength < 0 {
+		return nil, core.NewError(core.ErrInvalidParams, "historyLength must not be negative")
+	}
+	if req.ContextID != "" && !runs.ValidID(req.ContextID) {
+		return &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size}, nil
+	}
+	f := runs.Filter{Graph: h.a.graph.Name(), ContextID: req.ContextID, Limit: size, PageToken: req.PageToken}
+	if req.Status == "UNRECOGNIZED" {
+		// @a2a-js/sdk 1.3 sends the proto enum's unknown value when no
+		// status is given.
+		req.Status = core.TaskStateUnspecified
+	}
+	switch req.Status {
+	case core.TaskStateUnspecified, core.TaskStateWorking:
+	case core.TaskStateSubmitted:
+		f.Status = pregel.RunPending
+	case core.TaskStateInputRequired, core.TaskStateAuthRequired:
+		f.Status = pregel.RunInterrupted
+	case core.TaskStateCompleted:
+		f.Status = pregel.RunCompleted
+	case core.TaskStateFailed:
+		f.Status = pregel.RunFailed
+	case core.TaskStateCanceled:
+		f.Status = pregel.RunCancelled
+	case core.TaskStateRejected:
+		// Rejected tasks are not stored.
+		return &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size}, nil
+	default:
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("status %q is not a task state", req.Status))
+	}
+	page, err := h.s.svc.List(ctx, f)
+	switch {
+	case errors.Is(err, runs.ErrInvalid):
+		return nil, core.NewError(core.ErrInvalidParams, publicMessage(err))
+	case err != nil:
+		return nil, h.s.internal(ctx, "list runs", "", err)
+	}
+	history := req.HistoryLength
+	if history == nil {
+		zero := 0
+		history = &zero
+	}
+	out := &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size, NextPageToken: page.NextPageToken}
+	for _, r := range page.Runs {
+		if req.StatusTimestampAfter != nil && !r.UpdatedAt.After(*req.StatusTimestampAfter) {
+			continue
+		}
+		t, err := h.s.task(ctx, r, taskView{history: history, artifacts: req.IncludeArtifacts})
+		if err != nil {
+			return nil, err
+		}
+		if req.Status != core.TaskStateUnspecified && t.Status.State != req.Status {
+			continue
+		}
+		out.Tasks = append(out.Tasks, t)
+	}
+	out.TotalSize = len(out.Tasks)
+	return out, nil
+}
+
+// CancelTask implements a2asrv.RequestHandler: it cancels the run. A
+// paused run is cancelled at once; a running one is asked to stop, and the
+// answer waits a little for it. Cancelling a canceled task again answers
+// with it; cancelling a completed or failed one is TaskNotCancelable.
+func (h *handler) CancelTask(ctx context.Context, req *core.CancelTaskRequest) (*core.Task, error) {
+	if req == nil {
+		return nil, core.NewError(core.ErrInvalidParams, "params are required")
+	}
+	r, err := h.run(ctx, req.ID)
+	if err != nil {
+		return nil, err
+	}
+	r, err = h.s.svc.Cancel(ctx, r.ID)
+	switch {
+	case errors.Is(err, runs.ErrInvalidState) && r.Status == pregel.RunCancelled:
+	case errors.Is(err, runs.ErrInvalidState):
+		state, _ := status(r)
+		return nil, core.NewError(core.ErrTaskNotCancelable, fmt.Sprintf("task %q is %s and cannot be canceled", r.ID, stateName(state)))
+	case errors.Is(err, runs.ErrNotFound):
+		return nil, core.NewError(core.ErrTaskNotFound, fmt.Sprintf("task %q not found", req.ID))
+	case err != nil:
+		return nil, h.s.internal(ctx, "cancel run", r.ID, err)
+	}
+	if !settled(r) && h.s.cancelWait > 0 {
+		if r, err = h.s.wait(ctx, r.ID, h.s.cancelWait); err != nil {
+			return nil, err
+		}
+	}
+	return h.s.task(ctx, r, taskView{artifacts: true})
+}
+
+// SendMessage implements a2asrv.RequestHandler. A message without a task
+// id starts a run; one with the id of an input-required (or drained) task
+// resumes it. A blocking call waits until the task finishes or pauses (at
+// most the blocking timeout), a non-blocking one answers at once.
+func (h *handler) SendMessage(ctx context.Context, req *core.SendMessageRequest) (core.SendMessageResult, error) {
+	p, rej, err := h.prepare(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if rej != nil {
+		return rej, nil
+	}
+	r, rej, err := h.commit(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if rej != nil {
+		return rej, nil
+	}
+	view := taskView{artifacts: true}
+	if req.Config != nil {
+		view.history = req.Config.HistoryLength
+	}
+	if req.Config == nil || !req.Config.ReturnImmediately {
+		if r, err = h.s.wait(ctx, r.ID, h.s.blockFor); err != nil {
+			return nil, err
+		}
+	}
+	return h.s.task(ctx, r, view)
+}
+
+// SendStreamingMessage implements a2asrv.RequestHandler: the task, then
+// its status updates until it finishes or pauses; a completed task's
+// artifact comes before its final status.
+func (h *handler) SendStreamingMessage(ctx context.Context, req *core.SendMessageRequest) iter.Seq2[core.Event, error] {
+	return func(yield func(core.Event, error) bool) {
+		if !h.s.streaming {
+			yield(nil, core.ErrUnsupportedOperation)
+			return
+		}
+		p, rej, err := h.prepare(ctx, req)
+		if err == nil && rej == nil {
+			// Watch before the run starts, so that no event is missed.
+			w := h.s.watch(p.id)
+			defer w.close()
+			var r runs.Run
+			if r, rej, err = h.commit(ctx, p); err == nil && rej == nil {
+				h.s.stream(ctx, w, p.id, &r, yield)
+				return
+			}
+		}
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		yield(rej, nil)
+	}
+}
+
+// SubscribeToTask implements a2asrv.RequestHandler: the task as it stands,
+// then its updates until it finishes or pauses.
+func (h *handler) SubscribeToTask(ctx context.Context, req *core.SubscribeToTaskRequest) iter.Seq2[core.Event, error] {
+	return func(yield func(core.Event, error) bool) {
+		if !h.s.streaming {
+			yield(nil, core.ErrUnsupportedOperation)
+			return
+		}
+		if req == nil {
+			yield(nil, core.NewError(core.ErrInvalidParams, "params are required"))
+			return
+		}
+		w := h.s.watch(string(req.ID))
+		defer w.close()
+		r, err := h.run(ctx, req.ID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		h.s.stream(ctx, w, r.ID, nil, yield)
+	}
+}
+
+// plan is what a message asks for: a new run (its input and context) or
+// the resume of an existing one.
+type plan struct {
+	id        string
+	resume    bool
+	input     json.RawMessage
+	contextID string
+	req       runs.ResumeRequest
+	msg       *core.Message
+}
+
+// prepare validates a message and decides what it does, changing nothing.
+// A message without a task id starts a run, unless the graph cannot take
+// its content: then it gives a rejected task. A message with the id of an
+// input-required task answers it with its content; one with the id of a
+// drained task continues it.
+func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (plan, *core.Task, error) {
+	if req == nil || req.Message == nil {
+		return plan{}, nil, core.NewError(core.ErrInvalidParams, "params.message is required")
+	}
+	msg := req.Message
+	if req.Config != nil && req.Config.HistoryLength != nil && *req.Config.HistoryLength < 0 {
+		return plan{}, nil, core.NewError(core.ErrInvalidParams, "historyLength must not be negative")
+	}
+	if req.Config != nil && req.Config.PushConfig != nil {
+		return plan{}, nil, core.ErrPushNotificationNotSupported
+	}
+	c, err := readParts(msg.Parts)
+	if err != nil {
+		return plan{}, nil, err
+	}
+	if msg.TaskID != "" {
+		p, err := h.prepareResume(ctx, msg, c)
+		return p, nil, err
+	}
+	p := plan{id: pregel.NewRunID(), contextID: msg.ContextID, msg: msg}
+	if p.contextID == "" {
+		p.contextID = core.NewContextID()
+	} else if !runs.ValidID(p.contextID) {
+		return plan{}, nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("contextId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-'", p.contextID))
+	}
+	var reason string
+	if p.input, reason = h.a.input(c); reason != "" {
+		return plan{}, rejected(p.id, p.contextID, reason, msg), nil
+	}
+	return p, nil, nil
+}
+
+// prepareResume checks that a message can answer or continue its task.
+func (h *handler) prepareResume(ctx context.Context, msg *core.Message, c content) (plan, error) {
+	r, err := h.run(ctx, msg.TaskID)
+	if err != nil {
+		return plan{}, err
+	}
+	if msg.ContextID != "" && msg.ContextID != contextOf(r) {
+		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the message's contextId %q is not the task's (%q)", msg.ContextID, contextOf(r)))
+	}
+	p := plan{id: r.ID, resume: true, msg: msg}
+	switch r.Status {
+	case pregel.RunInterrupted:
+		v, err := resumeValue(c)
+		if err != nil {
+			return plan{}, err
+		}
+		if id, _ := msg.Metadata[InterruptIDKey].(string); id != "" {
+			p.req.Values = map[string]json.RawMessage{id: v}
+		} else {
+			p.req.Value = v
+		}
+	case pregel.RunDrained:
+	default:
+		state, _ := status(r)
+		if state.Terminal() {
+			return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q is %s and takes no more input; send a message without a taskId (in the same contextId) to start a new task", r.ID, stateName(state)))
+		}
+		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q is %s; it takes input only when it is input-required", r.ID, stateName(state)))
+	}
+	return p, nil
+}
+
+// commit starts or resumes the run of a plan. Input that the graph's own
+// validation refuses gives a rejected task.
+func (h *handler) commit(ctx context.Context, p plan) (runs.Run, *core.Task, error) {
+	if p.resume {
+		r, err := h.s.svc.Resume(ctx, p.id, p.req)
+		switch {
+		case errors.Is(err, runs.ErrInvalid), errors.Is(err, runs.ErrInvalidState):
+			return runs.Run{}, nil, core.NewError(core.ErrInvalidParams, publicMessage(err))
+		case errors.Is(err, runs.ErrNotFound):
+			return runs.Run{}, nil, core.NewError(core.ErrTaskNotFound, fmt.Sprintf("task %q not found", p.id))
+		case err != nil:
+			return runs.Run{}, nil, h.s.internal(ctx, "resume run", p.id, err)
+		}
+		return r, nil, nil
+	}
+	r, _, err := h.s.svc.Create(ctx, h.a.graph.Name(), runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID})
+	switch {
+	case errors.Is(err, runs.ErrInvalid):
+		return runs.Run{}, rejected(p.id, p.contextID, publicMessage(err), p.msg), nil
+	case err != nil:
+		return runs.Run{}, nil, h.s.internal(ctx, "create run", p.id, err)
+	}
+	return r, nil, nil
+}
+
+// GetTaskPushConfig implements a2asrv.RequestHandler: push notifications
+// are not supported.
+func (h *handler) GetTaskPushConfig(context.Context, *core.GetTaskPushConfigRequest) (*core.PushConfig, error) {
+	return nil, core.ErrPushNotificationNotSupported
+}
+
+// ListTaskPushConfigs implements a2asrv.RequestHandler.
+func (h *handler) ListTaskPushConfigs(context.Context, *core.ListTaskPushConfigRequest) (*core.ListTaskPushConfigResponse, error) {
+	return nil, core.ErrPushNotificationNotSupported
+}
+
+// CreateTaskPushConfig implements a2asrv.RequestHandler.
+func (h *handler) CreateTaskPushConfig(context.Context, *core.PushConfig) (*core.PushConfig, error) {
+	return nil, core.ErrPushNotificationNotSupported
+}
+
+// DeleteTaskPushConfig implements a2asrv.RequestHandler.
+func (h *handler) DeleteTaskPushConfig(context.Context, *core.DeleteTaskPushConfigRequest) error {
+	return core.ErrPushNotificationNotSupported
+}
+
+// GetExtendedAgentCard implements a2asrv.RequestHandler: there is no
+// extended card.
+func (h *handler) GetExtendedAgentCard(context.Context, *core.GetExtendedAgentCardRequest) (*core.AgentCard, error) {
+	return nil, core.ErrExtendedCardNotConfigured
+}
+
+// publicMessage is the message of a runs error meant for callers, without
+// the sentinel's words at its end.
+func publicMessage(err error) string {
+	msg := err.Error()
+	for _, sentinel := range []error{runs.ErrInvalid, runs.ErrInvalidState, runs.ErrConflict, runs.ErrNotFound} {
+		msg = strings.TrimSuffix(msg, ": "+sentinel.Error())
+	}
+	return msg
+}
+
+// stateName is a task state as people write it: "input-required".
+func stateName(s core.TaskState) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_")), "_", "-")
+}

@@ -1,0 +1,160 @@
+package a2a_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/pkg/a2a"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// ChatState is the state of the test graph "chat". Its "message" channel
+// takes the text of A2A messages.
+type ChatState struct {
+	Message string `json:"message"`
+	Reply   string `json:"reply,omitempty"`
+	Count   int    `json:"count,omitempty"`
+}
+
+// chatGraph answers by the message:
+//
+//	"ask"     asks for a name (input-required), replies "hello <name>"
+//	"auth"    asks for credentials (auth-required), replies "token <value>"
+//	"fail"    fails with an error that must not reach callers
+//	"slow"    runs until cancelled (or 30s)
+//	"drain"   asks the run to drain after step 1 (reason "maintenance")
+//	"invalid" is refused by the graph's input validation
+//	anything else: replies with the message in capitals
+func chatGraph(t testing.TB) *pregel.Graph {
+	t.Helper()
+	b := pregel.NewGraph[ChatState]("chat").Describe("Answers chat messages.")
+	b.ValidateInput(func(s ChatState) error {
+		if s.Message == "invalid" {
+			return errors.New(`message must not be "invalid"`)
+		}
+		return nil
+	})
+	b.AddFunc("answer", func(ctx context.Context, s ChatState) (ChatState, error) {
+		switch s.Message {
+		case "ask":
+			name, err := pregel.Interrupt[string](ctx, map[string]any{"question": "what is your name?"})
+			if err != nil {
+				return ChatState{}, err
+			}
+			return ChatState{Reply: "hello " + name}, nil
+		case "auth":
+			tok, err := pregel.Interrupt[string](ctx, map[string]any{"question": "your token?", "auth_required": true})
+			if err != nil {
+				return ChatState{}, err
+			}
+			return ChatState{Reply: "token " + tok}, nil
+		case "fail":
+			return ChatState{}, errors.New("secret internal detail at 10.0.0.7")
+		case "slow":
+			select {
+			case <-ctx.Done():
+				return ChatState{}, ctx.Err()
+			case <-time.After(30 * time.Second):
+				return ChatState{Reply: "slow"}, nil
+			}
+		case "drain":
+			pregel.RequestDrain(ctx, "maintenance")
+			return ChatState{Reply: "drained once"}, nil
+		}
+		return ChatState{Reply: strings.ToUpper(s.Message)}, nil
+	}, pregel.Describe("Answer", "replies to the message"))
+	b.AddFunc("count", func(ctx context.Context, s ChatState) (ChatState, error) {
+		return ChatState{Count: len(s.Reply)}, nil
+	})
+	b.AddEdge(pregel.Start, "answer")
+	b.AddEdge("answer", "count")
+	b.AddEdge("count", pregel.End)
+	g, err := b.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// SumState is the state of the test graph "sum", which takes JSON only.
+type SumState struct {
+	A   int `json:"a"`
+	B   int `json:"b"`
+	Sum int `json:"sum,omitempty"`
+}
+
+func sumGraph(t testing.TB) *pregel.Graph {
+	t.Helper()
+	b := pregel.NewGraph[SumState]("sum")
+	b.AddFunc("add", func(ctx context.Context, s SumState) (SumState, error) {
+		return SumState{Sum: s.A + s.B}, nil
+	})
+	b.AddEdge(pregel.Start, "add")
+	b.AddEdge("add", pregel.End)
+	g, err := b.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// env is a superstep server with the HTTP API and the A2A binding.
+type env struct {
+	url       string
+	streaming bool
+	svc       *runs.Service
+	sched     *runs.Scheduler
+}
+
+type envConfig struct {
+	events bool
+	opts   []a2a.Option
+	graphs []*pregel.Graph
+}
+
+// newEnv starts a server with the chat and sum graphs, a scheduler and
+// memory stores.
+func newEnv(t testing.TB, cfg envConfig) *env {
+	t.Helper()
+	graphs := cfg.graphs
+	if graphs == nil {
+		graphs = []*pregel.Graph{chatGraph(t), sumGraph(t)}
+	}
+	reg, err := runs.NewRegistry(graphs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log})
+	ctx, crash := context.WithCancel(context.Background())
+	if err := sched.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Logger: log}
+	opts := []a2a.Option{a2a.WithLogger(log), a2a.WithPollInterval(20 * time.Millisecond)}
+	if cfg.events {
+		opts = append(opts, a2a.WithEvents(sched), a2a.WithStreaming(true))
+	}
+	opts = append(opts, cfg.opts...)
+	h := api.New(api.Config{Service: svc, Logger: log})
+	h.Handle(a2a.Pattern, a2a.New(svc, opts...))
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		srv.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = sched.Shutdown(sctx, 0)
+		crash()
+	})
+	return &env{url: srv.URL, svc: svc, sched: sched, streaming: cfg.events}
+}
+
+func (e *env) agentURL(graph string) string { return e.url + "/a2a/" + graph }

@@ -1,0 +1,252 @@
+package a2a_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// jsDir is the test-only Node project: @a2a-js/sdk as a third-party client
+// (client.mjs) and server (agent.mjs).
+const jsDir = "testdata/js"
+
+// npmOnce installs the Node project once per test binary.
+var npmOnce struct {
+	sync.Once
+	err error
+}
+
+// nodeProject returns the Node project's directory, installed with npm ci
+// unless node_modules already matches package-lock.json. Without node and
+// npm the test fails under CI=true and is skipped (loudly) otherwise.
+func nodeProject(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed; the A2A interop tests need Node.js 20+ and npm", tool)
+			}
+			t.Skipf("SKIPPED: %s is not installed; install Node.js 20+ and npm to run the @a2a-js/sdk interop tests (they fail when CI=true)", tool)
+		}
+	}
+	dir, err := filepath.Abs(jsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	npmOnce.Do(func() { npmOnce.err = npmInstall(dir) })
+	if npmOnce.err != nil {
+		t.Fatalf("install the Node project in %s: %v", dir, npmOnce.err)
+	}
+	return dir
+}
+
+// npmInstall runs npm ci when node_modules was not installed from the
+// current package-lock.json (a stamp records the lock file's digest).
+func npmInstall(dir string) error {
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(lock)
+	digest := hex.EncodeToString(sum[:])
+	stamp := filepath.Join(dir, "node_modules", ".superstep-lock-sha256")
+	if got, err := os.ReadFile(stamp); err == nil && string(got) == digest {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--prefer-offline")
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("npm ci: %w\n%s", err, out.Bytes())
+	}
+	return os.WriteFile(stamp, []byte(digest), 0o644)
+}
+
+// jsEvent is one event of a stream, as client.mjs reports it.
+type jsEvent struct {
+	Kind  string         `json:"kind"`
+	ID    string         `json:"id"`
+	State string         `json:"state"`
+	Text  string         `json:"text"`
+	Data  map[string]any `json:"data"`
+}
+
+// jsTask is a task (or an error) as client.mjs reports it.
+type jsTask struct {
+	jsEvent
+	ContextID string `json:"contextId"`
+	Error     string `json:"error"`
+	Message   string `json:"message"`
+}
+
+// TestJSClient drives our server with @a2a-js/sdk's client.
+func TestJSClient(t *testing.T) {
+	dir := nodeProject(t)
+	e := newEnv(t, envConfig{events: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client.mjs", e.url)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client.mjs: %v\nstderr: %s\nstdout: %s", err, stderr.String(), stdout)
+	}
+	var out struct {
+		Protocol string `json:"protocol"`
+		Steps    struct {
+			Send, Get, CancelFinished, GetUnknown jsTask
+			InputRequired                         struct{ Asked, Answered jsTask }
+			NonBlockingCancel                     struct{ Started, Canceled jsTask }
+			Stream, Resubscribe                   struct {
+				Events []jsEvent
+				Error  string
+			}
+			List struct {
+				Count  int
+				States []string
+				Error  string
+			}
+			Legacy struct {
+				Protocol  string
+				Sent, Got jsTask
+				Error     string
+			}
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		t.Fatalf("client.mjs output: %v\n%s", err, stdout)
+	}
+	t.Logf("client.mjs: %s", stdout)
+	s := out.Steps
+	check := func(what string, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s: unexpected result (see the output above)", what)
+		}
+	}
+	check("protocol", out.Protocol == "1.0")
+	check("send", s.Send.State == "TASK_STATE_COMPLETED" && s.Send.Data["reply"] == "HI")
+	check("get", s.Get.ID == s.Send.ID && s.Get.State == "TASK_STATE_COMPLETED" && s.Get.Data["reply"] == "HI")
+	check("input-required", s.InputRequired.Asked.State == "TASK_STATE_INPUT_REQUIRED" && s.InputRequired.Asked.Text == "what is your name?")
+	check("resume", s.InputRequired.Answered.ID == s.InputRequired.Asked.ID && s.InputRequired.Answered.State == "TASK_STATE_COMPLETED" && s.InputRequired.Answered.Data["reply"] == "hello carol")
+	check("non-blocking send", s.NonBlockingCancel.Started.State == "TASK_STATE_SUBMITTED" || s.NonBlockingCancel.Started.State == "TASK_STATE_WORKING")
+	check("cancel", s.NonBlockingCancel.Canceled.State == "TASK_STATE_CANCELED")
+	check("cancel a finished task", strings.Contains(s.CancelFinished.Error, "TaskNotCancelable"))
+	check("unknown task", strings.Contains(s.GetUnknown.Error, "TaskNotFound"))
+	check("stream", len(s.Stream.Events) >= 3 && s.Stream.Events[0].Kind == "task" &&
+		hasEvent(s.Stream.Events, func(e jsEvent) bool { return e.Kind == "artifactUpdate" && e.Data["reply"] == "STREAM ME" }) &&
+		hasEvent(s.Stream.Events, func(e jsEvent) bool { return e.Kind == "statusUpdate" && strings.Contains(e.Text, "answer completed") }) &&
+		lastJS(s.Stream.Events).State == "TASK_STATE_COMPLETED")
+	check("resubscribe", len(s.Resubscribe.Events) >= 2 && s.Resubscribe.Events[0].Kind == "task" && s.Resubscribe.Events[0].State == "TASK_STATE_WORKING" &&
+		lastJS(s.Resubscribe.Events).State == "TASK_STATE_CANCELED")
+	check("list", s.List.Count == 2)
+	check("0.3 client", s.Legacy.Protocol == "0.3" && s.Legacy.Sent.State == "TASK_STATE_COMPLETED" && s.Legacy.Sent.Data["reply"] == "OLD CLIENT" && s.Legacy.Got.ID == s.Legacy.Sent.ID)
+}
+
+func hasEvent(evs []jsEvent, f func(jsEvent) bool) bool {
+	for _, e := range evs {
+		if f(e) {
+			return true
+		}
+	}
+	return false
+}
+
+func lastJS(evs []jsEvent) jsEvent {
+	if len(evs) == 0 {
+		return jsEvent{}
+	}
+	return evs[len(evs)-1]
+}
+
+// startJSAgents starts agent.mjs on a free loopback port and returns its
+// base URL; the process ends with the test.
+func startJSAgents(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command("node", "agent.mjs", "0")
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = stdin.Close() // agent.mjs exits when its stdin closes
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		l, _ := r.ReadString('\n')
+		line <- l
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	select {
+	case l := <-line:
+		var hello struct{ URL string }
+		if err := json.Unmarshal([]byte(l), &hello); err != nil || hello.URL == "" {
+			t.Fatalf("agent.mjs did not start: %q %v\nstderr: %s", l, err, stderr.String())
+		}
+		return hello.URL
+	case <-time.After(30 * time.Second):
+		t.Fatalf("agent.mjs did not start in 30s\nstderr: %s", stderr.String())
+	}
+	return ""
+}
+
+// TestRemoteAgentJS calls agents served by @a2a-js/sdk's own server from
+// our remote-agent node, over A2A 1.0 and 0.3.
+func TestRemoteAgentJS(t *testing.T) {
+	dir := nodeProject(t)
+	base := startJSAgents(t, dir)
+	for _, tc := range []struct {
+		name, path string
+		listable   bool
+	}{{"1.0", "/v1", true}, {"0.3", "/v03", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			runRemoteCases(t, remoteCases{
+				cardURL:  base + tc.path,
+				complete: "hello there", wantComplete: "echo: hello there",
+				fail: "fail", wantFailure: "out of cheese",
+				question: "ask", wantQuestion: "what is your name?",
+				answer: "dave", wantAnswer: "hello dave",
+				auth: true, listable: tc.listable,
+			})
+		})
+	}
+}

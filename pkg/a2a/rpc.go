@@ -1,0 +1,279 @@
+package a2a
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	core "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+)
+
+// JSON-RPC and A2A error codes.
+const (
+	codeParse          = -32700
+	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+	codeUnsupported    = -32004
+
+	codeVersionNotSupported = -32009
+)
+
+// supportedVersion reports whether an A2A-Version header names a version
+// served: 1.x or 0.3.
+func supportedVersion(v string) bool {
+	v = strings.TrimPrefix(v, "v")
+	return v == "1" || strings.HasPrefix(v, "1.") || v == "0.3" || strings.HasPrefix(v, "0.3.")
+}
+
+// method describes one JSON-RPC method: its protocol version, whether it
+// streams, and how its params are checked before the SDK's transport
+// decodes them (the transport reports some malformed params as parse
+// errors; checking first gives them the invalid-params code).
+type method struct {
+	legacy    bool // A2A 0.3
+	streaming bool
+	optional  bool // params may be absent
+	check     func(json.RawMessage) error
+}
+
+func decodeAs[T any](raw json.RawMessage) error {
+	var v T
+	return json.Unmarshal(raw, &v)
+}
+
+func checkLegacySend(raw json.RawMessage) error {
+	var p legacy.MessageSendParams
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return err
+	}
+	_, err := a2av0.ToV1SendMessageRequest(&p)
+	return err
+}
+
+// lookupMethod describes the JSON-RPC methods served: A2A 1.0 names, then
+// 0.3 names.
+func lookupMethod(name string) (method, bool) {
+	switch name {
+	case "SendMessage":
+		return method{check: decodeAs[core.SendMessageRequest]}, true
+	case "SendStreamingMessage":
+		return method{streaming: true, check: decodeAs[core.SendMessageRequest]}, true
+	case "GetTask":
+		return method{check: decodeAs[core.GetTaskRequest]}, true
+	case "ListTasks":
+		return method{optional: true, check: decodeAs[core.ListTasksRequest]}, true
+	case "CancelTask":
+		return method{check: decodeAs[core.CancelTaskRequest]}, true
+	case "SubscribeToTask":
+		return method{streaming: true, check: decodeAs[core.SubscribeToTaskRequest]}, true
+	case "GetTaskPushNotificationConfig":
+		return method{check: decodeAs[core.GetTaskPushConfigRequest]}, true
+	case "CreateTaskPushNotificationConfig":
+		return method{check: decodeAs[core.PushConfig]}, true
+	case "ListTaskPushNotificationConfigs":
+		return method{check: decodeAs[core.ListTaskPushConfigRequest]}, true
+	case "DeleteTaskPushNotificationConfig":
+		return method{check: decodeAs[core.DeleteTaskPushConfigRequest]}, true
+	case "GetExtendedAgentCard":
+		return method{optional: true, check: decodeAs[core.GetExtendedAgentCardRequest]}, true
+
+	case "message/send":
+		return method{legacy: true, check: checkLegacySend}, true
+	case "message/stream":
+		return method{legacy: true, streaming: true, check: checkLegacySend}, true
+	case "tasks/get":
+		return method{legacy: true, check: decodeAs[legacy.TaskQueryParams]}, true
+	case "tasks/cancel":
+		return method{legacy: true, check: decodeAs[legacy.TaskIDParams]}, true
+	case "tasks/resubscribe":
+		return method{legacy: true, streaming: true, check: decodeAs[legacy.TaskIDParams]}, true
+	case "tasks/pushNotificationConfig/get":
+		return method{legacy: true, check: decodeAs[legacy.GetTaskPushConfigParams]}, true
+	case "tasks/pushNotificationConfig/set":
+		return method{legacy: true, check: decodeAs[legacy.TaskPushConfig]}, true
+	case "tasks/pushNotificationConfig/list":
+		return method{legacy: true, check: decodeAs[legacy.ListTaskPushConfigParams]}, true
+	case "tasks/pushNotificationConfig/delete":
+		return method{legacy: true, check: decodeAs[legacy.DeleteTaskPushConfigParams]}, true
+	case "agent/getAuthenticatedExtendedCard":
+		return method{legacy: true, optional: true}, true
+	}
+	return method{}, false
+}
+
+// serveRPC checks a JSON-RPC request and hands it to the SDK's transport
+// for its protocol version: A2A 1.0 method names (SendMessage, ...) go to
+// the 1.0 binding, 0.3 names (message/send, ...) to the 0.3 compatibility
+// binding. Both call the same handler. Every error is a JSON-RPC error
+// with the spec's code, never a 500.
+func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s takes JSON-RPC requests by POST; the agent card is at %s%s", r.URL.Path, r.URL.Path, "/.well-known/agent-card.json"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRPCError(w, nil, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes; send a smaller message", s.maxBody))
+			return
+		}
+		writeRPCError(w, nil, codeParse, "could not read the request body")
+		return
+	}
+	id, params, name, m, rpcErr := parseEnvelope(body)
+	if rpcErr != nil {
+		writeRPCError(w, id, rpcErr.code, rpcErr.msg)
+		return
+	}
+	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); v != "" && !supportedVersion(v) {
+		writeRPCError(w, id, codeVersionNotSupported, fmt.Sprintf("A2A-Version %q is not supported; this agent speaks A2A 1.0 and 0.3", v))
+		return
+	}
+	if m.streaming && !s.streaming {
+		alt := "SendMessage or GetTask"
+		if m.legacy {
+			alt = "message/send or tasks/get"
+		}
+		writeRPCError(w, id, codeUnsupported, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use %s", name, alt))
+		return
+	}
+	if rpcErr := checkParams(name, m, params); rpcErr != nil {
+		writeRPCError(w, id, rpcErr.code, rpcErr.msg)
+		return
+	}
+	if len(params) == 0 || string(params) == "null" {
+		// The SDK's transport cannot decode absent params.
+		body = withEmptyParams(body)
+	}
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(body))
+	if m.legacy {
+		a.v03.ServeHTTP(w, r2)
+		return
+	}
+	a.v1.ServeHTTP(w, r2)
+}
+
+type rpcError struct {
+	code int
+	msg  string
+}
+
+// parseEnvelope checks the JSON-RPC envelope and finds its method. id is
+// the request id when it could be read (nil otherwise).
+func parseEnvelope(body []byte) (id, params json.RawMessage, name string, m method, err *rpcError) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return nil, nil, "", m, &rpcError{codeParse, "the request body is empty; send a JSON-RPC 2.0 request object"}
+	}
+	if !json.Valid(trimmed) {
+		return nil, nil, "", m, &rpcError{codeParse, "the request body is not valid JSON"}
+	}
+	if trimmed[0] == '[' {
+		return nil, nil, "", m, &rpcError{codeInvalidRequest, "batch requests are not supported; send one JSON-RPC request object"}
+	}
+	var env map[string]json.RawMessage
+	if json.Unmarshal(trimmed, &env) != nil || env == nil {
+		return nil, nil, "", m, &rpcError{codeInvalidRequest, "the request must be a JSON-RPC 2.0 request object"}
+	}
+	if raw, ok := env["id"]; ok {
+		switch t := bytes.TrimSpace(raw); {
+		case string(t) == "null":
+		case len(t) > 0 && (t[0] == '"' || t[0] == '-' || (t[0] >= '0' && t[0] <= '9')):
+			id = t
+		default:
+			return nil, nil, "", m, &rpcError{codeInvalidRequest, "id must be a string, a number or null"}
+		}
+	}
+	var version string
+	if json.Unmarshal(env["jsonrpc"], &version) != nil || version != "2.0" {
+		return id, nil, "", m, &rpcError{codeInvalidRequest, `"jsonrpc" must be "2.0"`}
+	}
+	if json.Unmarshal(env["method"], &name) != nil || name == "" {
+		return id, nil, "", m, &rpcError{codeInvalidRequest, `"method" must be a non-empty string`}
+	}
+	m, ok := lookupMethod(name)
+	if !ok {
+		return id, nil, name, m, &rpcError{codeMethodNotFound, fmt.Sprintf("method %q is not an A2A method; use SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask (A2A 1.0), or message/send, message/stream, tasks/get, tasks/cancel or tasks/resubscribe (A2A 0.3)", name)}
+	}
+	return id, bytes.TrimSpace(env["params"]), name, m, nil
+}
+
+// checkParams checks the params of a call to m.
+func checkParams(name string, m method, params json.RawMessage) *rpcError {
+	if len(params) == 0 || string(params) == "null" {
+		if m.optional {
+			return nil
+		}
+		return &rpcError{codeInvalidParams, fmt.Sprintf("%s needs params", name)}
+	}
+	if params[0] != '{' {
+		return &rpcError{codeInvalidParams, "params must be a JSON object"}
+	}
+	if m.check != nil {
+		if err := m.check(params); err != nil {
+			return &rpcError{codeInvalidParams, "invalid params: " + strings.TrimPrefix(err.Error(), "json: ")}
+		}
+	}
+	return nil
+}
+
+// withEmptyParams returns a request with params {}.
+func withEmptyParams(body []byte) []byte {
+	var env map[string]json.RawMessage
+	if json.Unmarshal(body, &env) != nil {
+		return body
+	}
+	env["params"] = json.RawMessage("{}")
+	out, err := json.Marshal(env)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// writeRPCError writes a JSON-RPC error response (HTTP 200, as JSON-RPC
+// clients expect).
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	resp := struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id}
+	resp.Error.Code, resp.Error.Message = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// writeProblem writes an RFC 9457 problem, as the HTTP API does, for
+// requests that are not JSON-RPC calls (unknown agent, wrong method).
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, detail string) {
+	typ, title := "urn:superstep:problem:not-found", "Not found"
+	if status == http.StatusMethodNotAllowed {
+		typ, title = "urn:superstep:problem:method-not-allowed", "Method not allowed"
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": typ, "title": title, "status": status, "detail": detail, "instance": r.URL.Path})
+}

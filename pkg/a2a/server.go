@@ -1,0 +1,318 @@
+package a2a
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	core "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// Pattern is the http.ServeMux pattern that routes every A2A request to a
+// Server with the default path prefix:
+//
+//	apiHandler.Handle(a2a.Pattern, srv)
+const Pattern = DefaultPathPrefix + "/"
+
+// Defaults of the Server's options.
+const (
+	// DefaultPathPrefix is where the agents live: {prefix}/{graph}.
+	DefaultPathPrefix = "/a2a"
+	// DefaultMaxBodyBytes bounds a JSON-RPC request.
+	DefaultMaxBodyBytes int64 = 1 << 20
+	// DefaultBlockingTimeout bounds how long a blocking message/send
+	// waits for its task to finish or pause before answering with the
+	// task as it stands (still working). It stays under API Gateway's
+	// 29-second integration limit.
+	DefaultBlockingTimeout = 25 * time.Second
+	// DefaultCancelWait bounds how long tasks/cancel waits for a running
+	// run to stop before answering with the task as it stands.
+	DefaultCancelWait = 5 * time.Second
+	// DefaultPollInterval is how often a run record is read while waiting
+	// for a run without an event source.
+	DefaultPollInterval = 500 * time.Millisecond
+	// DefaultKeepAlive is the interval of SSE keep-alive comments.
+	DefaultKeepAlive = 15 * time.Second
+	// DefaultTextChannel is the channel that text parts of a message are
+	// written to, when the graph has it and WithTextChannel does not say
+	// otherwise.
+	DefaultTextChannel = "message"
+)
+
+// safetyPoll is how often the record is re-read while an event source
+// also reports the run's events, in case an event was missed (a full
+// buffer, or the run continuing in another process).
+const safetyPoll = 2 * time.Second
+
+// EventSource reports the live events of runs. runs.Scheduler implements
+// it; a deployment that executes runs elsewhere (the tick Lambda) has none,
+// and the Server then reads the run record at intervals instead.
+type EventSource interface {
+	// Subscribe returns the events of a run from now on and a function
+	// that ends the subscription. The channel may be closed early (on
+	// shutdown); the Server then falls back to reading the record.
+	Subscribe(runID string) (<-chan pregel.Event, func())
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithEvents gives the Server live run events (runs.Scheduler), used to
+// stream progress and to notice at once when a run stops.
+func WithEvents(src EventSource) Option { return func(s *Server) { s.events = src } }
+
+// WithStreaming says whether the transport serving the Server can stream
+// Server-Sent Events. It is off by default: API Gateway HTTP APIs buffer
+// Lambda responses, so the api Lambda leaves it off, and `superstep dev`
+// turns it on. The agent card's streaming capability follows it, and with
+// it off message/stream and tasks/resubscribe get "unsupported operation".
+func WithStreaming(on bool) Option { return func(s *Server) { s.streaming = on } }
+
+// WithBaseURL sets the public URL the server is reached at (scheme, host
+// and any path before the prefix, e.g. "https://x.execute-api.../prod").
+// Agent cards advertise {base}{prefix}/{graph}. Without it the URL is
+// derived from each request's Host and X-Forwarded-Proto/-Host headers.
+func WithBaseURL(u string) Option {
+	return func(s *Server) { s.baseURL = strings.TrimRight(u, "/") }
+}
+
+// WithPathPrefix changes where the agents are served (default "/a2a").
+// Mount the Server at prefix+"/".
+func WithPathPrefix(p string) Option {
+	return func(s *Server) { s.prefix = "/" + strings.Trim(p, "/") }
+}
+
+// WithMaxBodyBytes bounds JSON-RPC requests (default DefaultMaxBodyBytes).
+func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBody = n } }
+
+// WithBlockingTimeout bounds the wait of a blocking message/send
+// (default DefaultBlockingTimeout).
+func WithBlockingTimeout(d time.Duration) Option { return func(s *Server) { s.blockFor = d } }
+
+// WithCancelWait bounds how long tasks/cancel waits for a running task to
+// stop (default DefaultCancelWait; 0 keeps the default, a negative value
+// answers at once).
+func WithCancelWait(d time.Duration) Option { return func(s *Server) { s.cancelWait = d } }
+
+// WithPollInterval sets how often run records are read while waiting
+// without an event source (default DefaultPollInterval).
+func WithPollInterval(d time.Duration) Option { return func(s *Server) { s.poll = d } }
+
+// WithTextChannel names the channel that receives the text of a message
+// sent to graph, overriding the default: the graph's "message" channel if
+// it has one. An empty channel makes the graph refuse text.
+func WithTextChannel(graph, channel string) Option {
+	return func(s *Server) { s.textChannels[graph] = channel }
+}
+
+// WithBearerAuth declares in the agent cards that requests need an HTTP
+// bearer token (as api.Config.Token enforces). It only describes the
+// requirement; enforcing it is the job of the handler in front.
+func WithBearerAuth(on bool) Option { return func(s *Server) { s.bearer = on } }
+
+// WithAgentVersion sets the version the agent cards show (default
+// "1.0.0").
+func WithAgentVersion(v string) Option { return func(s *Server) { s.version = v } }
+
+// WithProvider sets the provider the agent cards show.
+func WithProvider(org, url string) Option {
+	return func(s *Server) { s.provider = &core.AgentProvider{Org: org, URL: url} }
+}
+
+// WithLogger sets where internal errors are logged (default
+// slog.Default()). Callers get a generic "internal error" instead.
+func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+
+// Server serves the graphs of a runs.Service as A2A agents. Create it with
+// [New]; it is safe for concurrent use.
+type Server struct {
+	svc          *runs.Service
+	events       EventSource
+	streaming    bool
+	baseURL      string
+	prefix       string
+	maxBody      int64
+	blockFor     time.Duration
+	cancelWait   time.Duration
+	poll         time.Duration
+	textChannels map[string]string
+	bearer       bool
+	version      string
+	provider     *core.AgentProvider
+	log          *slog.Logger
+
+	agents map[string]*agent
+	mux    *http.ServeMux
+}
+
+// agent is one graph served as an agent.
+type agent struct {
+	graph *pregel.Graph
+	text  string // channel receiving text parts; "" if none
+	v1    http.Handler
+	v03   http.Handler
+}
+
+// New returns the A2A server for the graphs of svc. It panics if svc or
+// its registry is nil, as api.New does. Mount it behind the HTTP API:
+//
+//	h := api.New(api.Config{Service: svc})
+//	h.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true)))
+func New(svc *runs.Service, opts ...Option) *Server {
+	if svc == nil || svc.Graphs == nil {
+		panic("a2a: New needs a runs.Service with a registry")
+	}
+	s := &Server{
+		svc:          svc,
+		prefix:       DefaultPathPrefix,
+		textChannels: make(map[string]string),
+		version:      "1.0.0",
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.blockFor <= 0 {
+		s.blockFor = DefaultBlockingTimeout
+	}
+	switch {
+	case s.cancelWait == 0:
+		s.cancelWait = DefaultCancelWait
+	case s.cancelWait < 0:
+		s.cancelWait = 0
+	}
+	if s.poll <= 0 {
+		s.poll = DefaultPollInterval
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.prefix == "/" {
+		s.prefix = ""
+	}
+	transportOpts := []a2asrv.TransportOption{
+		a2asrv.WithTransportKeepAlive(DefaultKeepAlive),
+		a2asrv.WithTransportPanicHandler(s.panicked),
+	}
+	s.agents = make(map[string]*agent)
+	for _, g := range svc.Graphs.List() {
+		a := &agent{graph: g, text: s.textChannel(g)}
+		h := &handler{s: s, a: a}
+		a.v1 = a2asrv.NewJSONRPCHandler(h, transportOpts...)
+		a.v03 = a2av0.NewJSONRPCHandler(h, transportOpts...)
+		s.agents[g.Name()] = a
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc(s.prefix+"/{graph}", s.serveRPC)
+	s.mux.HandleFunc(s.prefix+"/{graph}"+a2asrv.WellKnownAgentCardPath, s.serveCard)
+	s.mux.HandleFunc(s.prefix+"/", s.serveIndex)
+	return s
+}
+
+// Pattern is the http.ServeMux pattern to mount the Server at: its path
+// prefix and everything under it (Pattern, with the default prefix).
+func (s *Server) Pattern() string { return s.prefix + "/" }
+
+// textChannel picks the channel receiving a graph's text parts.
+func (s *Server) textChannel(g *pregel.Graph) string {
+	ch, ok := s.textChannels[g.Name()]
+	if !ok {
+		ch = DefaultTextChannel
+	}
+	for _, c := range g.Channels() {
+		if c == ch {
+			return ch
+		}
+	}
+	if ok && ch != "" {
+		s.log.Warn("a2a: text channel is not a channel of the graph; the agent refuses text", "graph", g.Name(), "channel", ch)
+	}
+	return ""
+}
+
+// ServeHTTP implements [http.Handler].
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	started := false
+	rec := &startedWriter{ResponseWriter: w, started: &started}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "a2a: panic serving request", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !started {
+				writeRPCError(w, nil, codeInternal, "internal error")
+			}
+		}
+	}()
+	s.mux.ServeHTTP(rec, r)
+}
+
+// panicked turns a panic in the SDK's transport or our handler into an
+// internal error for the caller.
+func (s *Server) panicked(v any) error {
+	s.log.Error("a2a: panic handling JSON-RPC call", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	return core.ErrInternalError
+}
+
+// startedWriter records whether the response has started.
+type startedWriter struct {
+	http.ResponseWriter
+	started *bool
+}
+
+func (w *startedWriter) WriteHeader(code int) {
+	*w.started = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	*w.started = true
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush lets the SDK stream Server-Sent Events.
+func (w *startedWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		*w.started = true
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *startedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// lookup returns the agent named by the request path, or writes a 404.
+func (s *Server) lookup(w http.ResponseWriter, r *http.Request) (*agent, bool) {
+	name := r.PathValue("graph")
+	a, ok := s.agents[name]
+	if !ok {
+		writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("there is no agent %q; agents are %s", name, strings.Join(s.names(), ", ")))
+		return nil, false
+	}
+	return a, true
+}
+
+func (s *Server) names() []string {
+	out := make([]string, 0, len(s.agents))
+	for _, g := range s.svc.Graphs.List() {
+		out = append(out, g.Name())
+	}
+	return out
+}
+
+// serveIndex answers paths under the prefix that name no agent resource.
+func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("there is nothing at %s; each agent has its card at %s/{graph}%s and its JSON-RPC endpoint at POST %s/{graph}",
+		r.URL.Path, s.prefix, a2asrv.WellKnownAgentCardPath, s.prefix))
+}

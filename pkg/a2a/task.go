@@ -1,0 +1,340 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	core "github.com/a2aproject/a2a-go/v2/a2a"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// Conventions shared by the server and the remote-agent node.
+const (
+	// AuthRequiredKey in an interrupt payload object, set to true, makes
+	// the task auth-required instead of input-required.
+	AuthRequiredKey = "auth_required"
+	// InterruptIDKey in a message's metadata names the interrupt a resume
+	// answers; without it the value answers every pending interrupt.
+	InterruptIDKey = "interrupt_id"
+	// MetadataKey holds superstep's details in task and message metadata:
+	// the graph, the run status, the step, the pending interrupts.
+	MetadataKey = "superstep"
+	// ArtifactID is the id (and name) of a completed task's artifact.
+	ArtifactID = "state"
+)
+
+// question returns the text of an interrupt payload object: its first
+// non-empty string field among question, message, prompt and text.
+func question(v map[string]any) string {
+	for _, k := range []string{"question", "message", "prompt", "text"} {
+		if q, ok := v[k].(string); ok && q != "" {
+			return q
+		}
+	}
+	return ""
+}
+
+// status maps a run record to a task state and an agent status message.
+func status(r runs.Run) (core.TaskState, *core.Message) {
+	switch r.Status {
+	case pregel.RunPending:
+		if r.Version <= 1 {
+			return core.TaskStateSubmitted, nil
+		}
+		if r.CancelRequested {
+			return core.TaskStateWorking, agentText(r, "cancel requested; the task stops shortly")
+		}
+		return core.TaskStateWorking, agentText(r, "queued; it continues shortly")
+	case pregel.RunRunning:
+		if r.CancelRequested {
+			return core.TaskStateWorking, agentText(r, "cancel requested; the task stops shortly")
+		}
+		return core.TaskStateWorking, nil
+	case pregel.RunDrained:
+		reason := r.DrainReason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return core.TaskStateWorking, agentText(r, fmt.Sprintf("paused: the run was drained (%s) after step %d; send a message with this task id to continue it", reason, r.Step))
+	case pregel.RunInterrupted:
+		return interruptStatus(r)
+	case pregel.RunCompleted:
+		return core.TaskStateCompleted, nil
+	case pregel.RunFailed:
+		return core.TaskStateFailed, agentText(r, "the task failed")
+	case pregel.RunCancelled:
+		return core.TaskStateCanceled, agentText(r, "the task was canceled")
+	}
+	return core.TaskStateUnspecified, nil
+}
+
+// interruptStatus turns pending interrupts into the question of an
+// input-required (or auth-required) task: a text part for a string
+// payload or an object's "question" (or message, prompt, text), and a data
+// part for any other payload, one per interrupt.
+func interruptStatus(r runs.Run) (core.TaskState, *core.Message) {
+	state := core.TaskStateInputRequired
+	var parts core.ContentParts
+	pending := make([]any, 0, len(r.Interrupts))
+	for _, in := range r.Interrupts {
+		pending = append(pending, map[string]any{"id": in.ID, "node": in.Node})
+		v, err := decodeJSON(in.Value)
+		if err != nil || v == nil {
+			continue
+		}
+		switch v := v.(type) {
+		case string:
+			parts = append(parts, core.NewTextPart(v))
+		case map[string]any:
+			if b, _ := v[AuthRequiredKey].(bool); b {
+				state = core.TaskStateAuthRequired
+			}
+			if q := question(v); q != "" {
+				parts = append(parts, core.NewTextPart(q))
+			}
+			parts = append(parts, core.NewDataPart(v))
+		default:
+			parts = append(parts, core.NewDataPart(v))
+		}
+	}
+	if len(parts) == 0 {
+		parts = core.ContentParts{core.NewTextPart("the task waits for input; send a message with this task id")}
+	}
+	msg := agentMessage(r, parts...)
+	msg.Metadata = map[string]any{MetadataKey: map[string]any{"interrupts": pending}}
+	return state, msg
+}
+
+func agentText(r runs.Run, text string) *core.Message {
+	return agentMessage(r, core.NewTextPart(text))
+}
+
+func agentMessage(r runs.Run, parts ...*core.Part) *core.Message {
+	return &core.Message{
+		ID:        fmt.Sprintf("%s-status-%d", r.ID, r.Version),
+		Role:      core.MessageRoleAgent,
+		TaskID:    core.TaskID(r.ID),
+		ContextID: contextOf(r),
+		Parts:     parts,
+	}
+}
+
+// contextOf is a run's A2A context id: its context id, or its own id for
+// runs created without one (through the HTTP API, say).
+func contextOf(r runs.Run) string {
+	if r.ContextID != "" {
+		return r.ContextID
+	}
+	return r.ID
+}
+
+// settled reports whether a run waits for no executor: it is finished or
+// paused.
+func settled(r runs.Run) bool {
+	switch r.Status {
+	case pregel.RunPending, pregel.RunRunning:
+		return false
+	}
+	return true
+}
+
+// taskView says what a task includes.
+type taskView struct {
+	history   *int // nil: all
+	artifacts bool
+}
+
+// task builds the A2A task of a run. The history holds the run's input
+// as the user's first message; a completed task's artifact holds the
+// final state.
+func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, error) {
+	state, msg := status(r)
+	ts := r.UpdatedAt
+	t := &core.Task{
+		ID:        core.TaskID(r.ID),
+		ContextID: contextOf(r),
+		Status:    core.TaskStatus{State: state, Message: msg, Timestamp: &ts},
+		Metadata:  map[string]any{MetadataKey: s.runMetadata(r)},
+	}
+	if v.history == nil || *v.history > 0 {
+		in, err := decodeJSON(r.Input)
+		if err != nil || in == nil {
+			in = map[string]any{}
+		}
+		t.History = []*core.Message{{
+			ID:        r.ID + "-input",
+			Role:      core.MessageRoleUser,
+			TaskID:    core.TaskID(r.ID),
+			ContextID: contextOf(r),
+			Parts:     core.ContentParts{core.NewDataPart(in)},
+		}}
+	}
+	if v.artifacts && r.Status == pregel.RunCompleted {
+		a, err := s.artifact(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		t.Artifacts = []*core.Artifact{a}
+	}
+	return t, nil
+}
+
+func (s *Server) runMetadata(r runs.Run) map[string]any {
+	m := map[string]any{"graph": r.Graph, "run_status": string(r.Status), "step": r.Step}
+	if r.DrainRequested {
+		m["drain_reason"] = r.DrainReason
+	}
+	return m
+}
+
+// artifact is a completed run's final state, as one data part.
+func (s *Server) artifact(ctx context.Context, r runs.Run) (*core.Artifact, error) {
+	cp, err := s.svc.Checkpoint(ctx, r.ID, pregel.Latest)
+	if err != nil {
+		return nil, s.internal(ctx, "load final state", r.ID, err)
+	}
+	values := make(map[string]any, len(cp.Values))
+	for ch, raw := range cp.Values {
+		v, err := decodeJSON(raw)
+		if err != nil {
+			return nil, s.internal(ctx, "decode final state", r.ID, err)
+		}
+		values[ch] = v
+	}
+	return &core.Artifact{
+		ID:          ArtifactID,
+		Name:        ArtifactID,
+		Description: fmt.Sprintf("the final state of run %s: its channel values", r.ID),
+		Parts:       core.ContentParts{core.NewDataPart(values)},
+	}, nil
+}
+
+// internal logs an internal error and returns the generic error callers
+// see.
+func (s *Server) internal(ctx context.Context, what, runID string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	s.log.ErrorContext(ctx, "a2a: "+what, "run_id", runID, "error", err)
+	return core.ErrInternalError
+}
+
+// decodeJSON decodes a JSON value keeping numbers exact.
+func decodeJSON(raw json.RawMessage) (any, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// content is what a message carries, by kind of part.
+type content struct {
+	texts []string
+	data  []any
+}
+
+// readParts sorts a message's parts. Null parts and parts the graph
+// cannot take (files, raw bytes) are refused with a message naming them.
+func readParts(parts core.ContentParts) (content, error) {
+	var c content
+	if len(parts) == 0 {
+		return c, core.NewError(core.ErrInvalidParams, "the message has no parts; send a text part or a data part")
+	}
+	for i, p := range parts {
+		if p == nil || p.Content == nil {
+			return c, core.NewError(core.ErrInvalidParams, fmt.Sprintf("part %d of the message is empty; each part needs text or data", i))
+		}
+		switch v := p.Content.(type) {
+		case core.Text:
+			c.texts = append(c.texts, string(v))
+		case core.Data:
+			c.data = append(c.data, v.Value)
+		default:
+			return c, core.NewError(core.ErrUnsupportedContentType, fmt.Sprintf("part %d is a file; this agent takes text and data parts only", i))
+		}
+	}
+	return c, nil
+}
+
+// input builds a new run's input from a message: each data part must be a
+// JSON object of channel values (merged in order), and the text parts,
+// joined by newlines, go to the agent's text channel. A message the graph
+// cannot take gives a reason to reject the task.
+func (a *agent) input(c content) (json.RawMessage, string) {
+	in := make(map[string]any)
+	if len(c.texts) > 0 {
+		if a.text == "" {
+			return nil, fmt.Sprintf("graph %q takes no text; send a data part holding a JSON object of channel values (channels: %s)", a.graph.Name(), strings.Join(a.graph.Channels(), ", "))
+		}
+		in[a.text] = strings.Join(c.texts, "\n")
+	}
+	for i, d := range c.data {
+		obj, ok := d.(map[string]any)
+		if !ok {
+			return nil, fmt.Sprintf("data part %d is not a JSON object; the input of graph %q is an object of channel values (channels: %s)", i, a.graph.Name(), strings.Join(a.graph.Channels(), ", "))
+		}
+		for k, v := range obj {
+			in[k] = v
+		}
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Sprintf("the input cannot be encoded as JSON: %v", err)
+	}
+	return raw, ""
+}
+
+// resumeValue is the value a message gives an interrupted run: its one
+// data part, several data parts as an array, or else its text.
+func resumeValue(c content) (json.RawMessage, error) {
+	var v any
+	switch {
+	case len(c.data) == 1:
+		v = c.data[0]
+	case len(c.data) > 1:
+		v = c.data
+	default:
+		v = strings.Join(c.texts, "\n")
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the answer cannot be encoded as JSON: %v", err))
+	}
+	return raw, nil
+}
+
+// rejected is the task of a message whose input the graph refused. It is
+// not stored: no run was created.
+func rejected(id, contextID, reason string, msg *core.Message) *core.Task {
+	now := time.Now().UTC()
+	user := *msg
+	user.TaskID, user.ContextID = core.TaskID(id), contextID
+	return &core.Task{
+		ID:        core.TaskID(id),
+		ContextID: contextID,
+		Status: core.TaskStatus{
+			State: core.TaskStateRejected,
+			Message: &core.Message{
+				ID:        id + "-rejected",
+				Role:      core.MessageRoleAgent,
+				TaskID:    core.TaskID(id),
+				ContextID: contextID,
+				Parts:     core.ContentParts{core.NewTextPart(reason)},
+			},
+			Timestamp: &now,
+		},
+		History: []*core.Message{&user},
+	}
+}
