@@ -38,6 +38,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/superstep/superstep/internal/graphs"
+	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/sqsqueue"
@@ -204,12 +205,17 @@ func New(o Options) (*App, error) {
 		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue},
 		Logger:      log,
 	}
+	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log})
+	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
+	// stream, so the cards say streaming is off, and a blocking send
+	// follows the run record.
+	httpAPI.Handle(a2a.Pattern, a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log)))
 	return &App{
 		Config:  o.Config,
 		Logger:  log,
 		Service: svc,
 		Ticks:   ticks,
-		API:     api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log}),
+		API:     httpAPI,
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
