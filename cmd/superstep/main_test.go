@@ -513,3 +513,55 @@ func TestDevSIGTERMDrains(t *testing.T) {
 	}
 	d.stop(syscall.SIGTERM)
 }
+
+// Load: 200 runs created at once over HTTP on a real dev server, with its
+// store in real files, all complete; none is lost.
+func TestDevLoad(t *testing.T) {
+	const n, clients = 200, 16
+	d := startDev(t, t.TempDir())
+	ids := make(chan int, n)
+	for i := range n {
+		ids <- i
+	}
+	close(ids)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for i := range ids {
+				body := fmt.Sprintf(`{"run_id": "load-%03d", "input": {"limit": %d}}`, i, 1+i%4)
+				resp, err := http.Post(d.url+"/v1/graphs/counter/runs", "application/json", strings.NewReader(body))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					errs <- fmt.Errorf("create load-%03d: status %d", i, resp.StatusCode)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var list api.RunList
+	waitFor(t, "200 runs to complete", func() bool {
+		d.call("GET", "/v1/runs?graph=counter&status=completed&limit=500", nil, &list)
+		return len(list.Runs) == n
+	})
+	seen := map[string]bool{}
+	for _, r := range list.Runs {
+		if seen[r.RunID] || !strings.HasPrefix(r.RunID, "load-") {
+			t.Errorf("unexpected or repeated run %s", r.RunID)
+		}
+		seen[r.RunID] = true
+	}
+	d.call("GET", "/v1/runs?limit=500", nil, &list)
+	if len(list.Runs) != n {
+		t.Errorf("%d runs stored, want %d", len(list.Runs), n)
+	}
+}
