@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,8 +19,8 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 )
 
-// stepMeta is a checkpoint without its values: the meta document of the
-// head and step items.
+// stepMeta is a checkpoint without its values and versions: the meta
+// document of a step item.
 type stepMeta struct {
 	Graph        string              `json:"graph"`
 	Next         []pregel.Trigger    `json:"next,omitempty"`
@@ -30,21 +31,25 @@ type stepMeta struct {
 }
 
 // manifest says, for every channel of a checkpoint, its version and where
-// its value is: the manifest document of the head and step items. A step
-// carries the manifest of the previous step forward, changing the entries
-// of the channels it wrote, so loading any step reads its item and exactly
-// the values it needs.
+// its value is: the manifest document of a step item. A step carries the
+// manifest of the previous step forward, changing the entries of the
+// channels it wrote, so loading any step reads its item and exactly the
+// values it needs.
 type manifest map[string]chanLoc
 
-// chanLoc is a channel's entry in a manifest.
+// chanLoc is a channel's entry in a manifest. Unless Cleared, Empty or Blob
+// says otherwise, the value is vals[<channel>] in the item of step home().
 type chanLoc struct {
 	// Version is the channel's version: the step that last changed it.
 	Version int `json:"v"`
-	// At is the step whose commit stored the value: VAL#<channel>#<At>
-	// holds it unless Cleared, Empty or Blob says otherwise. It equals
-	// Version except when a checkpoint's unchanged channel did not match
-	// the manifest of the previous step and was stored again.
-	At int `json:"at"`
+	// At is the step whose item holds the value when that is not
+	// Version: a later step stored it again, because its item was cheaper
+	// to read with the value than without (see planCommit), or because
+	// the previous step's manifest did not match. Zero means Version.
+	At int `json:"at,omitempty"`
+	// Size is the size in bytes of the item that holds the value, when
+	// that is not the manifest's own step item: what reading it costs.
+	Size int `json:"n,omitempty"`
 	// Cleared: the channel has a version but no value.
 	Cleared bool `json:"cleared,omitempty"`
 	// Empty: the value is zero bytes long (stored nowhere).
@@ -55,113 +60,218 @@ type chanLoc struct {
 	Len  int      `json:"len,omitempty"`
 }
 
-// head is the checkpoint head of a run: its latest committed step.
-type head struct {
+// home returns the step whose item holds the value in its vals.
+func (l chanLoc) home() int {
+	if l.At != 0 {
+		return l.At
+	}
+	return l.Version
+}
+
+// inline reports whether the value is in the vals of a step item.
+func (l chanLoc) inline() bool { return !l.Cleared && !l.Empty && l.Blob == nil }
+
+// inlineName reports whether a channel's value may be stored under its
+// name in the vals map of a step item; the values of other channels go to
+// blobs.
+func inlineName(ch string) bool {
+	return ch != "" && len(ch) <= maxInlineName && utf8.ValidString(ch)
+}
+
+// Request units, to weigh where values go: DynamoDB charges a write unit
+// per KB written and a strongly consistent read unit per 4 KB read, and
+// the write unit costs 5 times the read unit on demand.
+func writeUnits(size int) int { return max(1, (size+1023)/1024) }
+func readUnits(size int) int  { return max(1, (size+4095)/4096) }
+
+const writeCostInReads = 5
+
+// stepDoc is a step item decoded but for its values.
+type stepDoc struct {
 	step   int
 	commit string
+	size   int
+	meta   stepMeta
+	man    manifest
 	item   map[string]types.AttributeValue
 }
 
-// getHead reads a run's head; it returns nil when the run has no committed
-// step. attrs, if any, limit the attributes read.
-func (s *Store) getHead(ctx context.Context, runID string, attrs ...string) (*head, error) {
-	in := &dynamodb.GetItemInput{
+// checkpoint returns the checkpoint of the step without its values.
+func (d *stepDoc) checkpoint(runID string) *pregel.Checkpoint {
+	cp := &pregel.Checkpoint{
+		RunID:        runID,
+		Graph:        d.meta.Graph,
+		Step:         d.step,
+		Versions:     make(map[string]int, len(d.man)),
+		Next:         d.meta.Next,
+		Barriers:     d.meta.Barriers,
+		Tasks:        d.meta.Tasks,
+		Counters:     d.meta.Counters,
+		DrainRequest: d.meta.DrainRequest,
+	}
+	for ch, loc := range d.man {
+		cp.Versions[ch] = loc.Version
+	}
+	return cp
+}
+
+// decodeDocs decodes step items but for their values, reading chunked
+// documents with one BatchGetItem if there are any.
+func (s *Store) decodeDocs(ctx context.Context, runID string, items []map[string]types.AttributeValue) ([]stepDoc, error) {
+	docs := make([]stepDoc, len(items))
+	f := s.newFetcher()
+	for i, it := range items {
+		sk, _ := getS(it, attrSK)
+		step, ok := parseStepSK(sk)
+		if !ok {
+			return nil, fmt.Errorf("dynamo: run %q: bad step key %q", runID, sk)
+		}
+		commit, _ := getS(it, attrCommit)
+		docs[i] = stepDoc{step: step, commit: commit, size: itemSize(it), item: it}
+		for _, name := range []string{attrMeta, attrManifest} {
+			if err := f.addDoc(it, name); err != nil {
+				return nil, fmt.Errorf("dynamo: load run %q step %d: %w", runID, step, err)
+			}
+		}
+	}
+	if len(f.keys) > 0 {
+		if err := f.fetch(ctx); err != nil {
+			return nil, fmt.Errorf("dynamo: load run %q: read documents: %w", runID, err)
+		}
+	}
+	for i := range docs {
+		d := &docs[i]
+		for _, doc := range []struct {
+			name string
+			dst  any
+		}{{attrMeta, &d.meta}, {attrManifest, &d.man}} {
+			raw, ok, err := f.doc(d.item, doc.name)
+			if err != nil || !ok {
+				return nil, fmt.Errorf("dynamo: load run %q step %d: %s is unreadable (%v)", runID, d.step, doc.name, err)
+			}
+			if err := json.Unmarshal(raw, doc.dst); err != nil {
+				return nil, fmt.Errorf("dynamo: load run %q step %d: %s: %w", runID, d.step, doc.name, err)
+			}
+		}
+	}
+	return docs, nil
+}
+
+// remember caches what the Store knows of a committed step, keeping a
+// whole checkpoint already cached over a manifest alone.
+func (s *Store) remember(runID string, step int, e *stepEntry) {
+	s.steps.update(stepKey{runID, step}, func(old *stepEntry, ok bool) (*stepEntry, int64) {
+		if ok && old.cp != nil && e.cp == nil && old.commit == e.commit {
+			return old, old.cost()
+		}
+		return e, e.cost()
+	})
+	if e.cp != nil {
+		s.newest.update(runID, func(old int, ok bool) (int, int64) {
+			if ok && old > step {
+				return old, 1
+			}
+			return step, 1
+		})
+	}
+}
+
+// newestCached returns the newest step of a run whose checkpoint the cache
+// has.
+func (s *Store) newestCached(runID string) (*stepEntry, int, bool) {
+	step, ok := s.newest.get(runID)
+	if !ok {
+		return nil, 0, false
+	}
+	e, ok := s.steps.get(stepKey{runID, step})
+	if !ok || e.cp == nil {
+		return nil, 0, false
+	}
+	return e, step, true
+}
+
+// cachedValue returns the value of channel ch at loc from a cached
+// checkpoint of the run that has the channel at the same version: a
+// channel has one value per version.
+func (s *Store) cachedValue(runID string, step int, ch string, loc chanLoc) (json.RawMessage, bool) {
+	for _, k := range []int{step - 1, loc.home(), loc.Version} {
+		if k < 0 || k == step {
+			continue
+		}
+		e, ok := s.steps.get(stepKey{runID, k})
+		if !ok || e.cp == nil {
+			continue
+		}
+		if v, ok := e.cp.Versions[ch]; !ok || v != loc.Version {
+			continue
+		}
+		if v, ok := e.cp.Values[ch]; ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// stepBefore returns what the Store knows of the step before step (from
+// its cache, or with a GetItem of the step item), or nil if that step is
+// not committed.
+func (s *Store) stepBefore(ctx context.Context, runID string, step int) (*stepEntry, error) {
+	if e, ok := s.steps.get(stepKey{runID, step - 1}); ok {
+		return e, nil
+	}
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
-		Key:            key(runPK(runID), skHead),
+		Key:            key(runPK(runID), stepSK(step-1)),
 		ConsistentRead: aws.Bool(true),
-	}
-	if len(attrs) > 0 {
-		in.ProjectionExpression, in.ExpressionAttributeNames = projection(append(attrs, attrPK, attrStep, attrCommit))
-	}
-	out, err := s.client.GetItem(ctx, in)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("dynamo: read head of run %q: %w", runID, err)
+		return nil, fmt.Errorf("dynamo: read step %d of run %q: %w", step-1, runID, err)
 	}
 	if out.Item == nil {
 		return nil, nil
 	}
-	step, ok := getN(out.Item, attrStep)
-	if !ok {
-		return nil, fmt.Errorf("dynamo: head of run %q has no step", runID)
+	docs, err := s.decodeDocs(ctx, runID, []map[string]types.AttributeValue{out.Item})
+	if err != nil {
+		return nil, err
 	}
-	commit, _ := getS(out.Item, attrCommit)
-	return &head{step: int(step), commit: commit, item: out.Item}, nil
+	e := &stepEntry{commit: docs[0].commit, size: docs[0].size, man: docs[0].man}
+	s.remember(runID, step-1, e)
+	return e, nil
 }
 
-// projection returns a ProjectionExpression for attrs, with every name
-// aliased (some, like step, are reserved words).
-func projection(attrs []string) (*string, map[string]string) {
-	names := make(map[string]string, len(attrs))
-	expr := ""
-	for i, a := range slices.Compact(slices.Sorted(slices.Values(attrs))) {
-		alias := "#p" + strconv.Itoa(i)
-		names[alias] = a
-		if expr != "" {
-			expr += ", "
-		}
-		expr += alias
+// isCommitted reports whether a step is committed, from the Store's cache
+// or with a GetItem of the step item's key.
+func (s *Store) isCommitted(ctx context.Context, runID string, step int) (bool, error) {
+	if step < 0 {
+		return false, nil
 	}
-	return aws.String(expr), names
-}
-
-// docAttrs lists a document attribute with its blob reference.
-func docAttrs(names ...string) []string {
-	var out []string
-	for _, n := range names {
-		out = append(out, n, n+refSuffix)
+	if _, ok := s.steps.get(stepKey{runID, step}); ok {
+		return true, nil
 	}
-	return out
-}
-
-// headAndTasks reads a run's head and the task results recorded since
-// (normally those of the open step, see Commit) with one Query. It returns
-// a nil head when the run has no committed step. attrs, if any, limit the
-// attributes read.
-func (s *Store) headAndTasks(ctx context.Context, runID string, attrs ...string) (*head, []map[string]types.AttributeValue, error) {
-	if len(attrs) > 0 {
-		attrs = append(attrs, attrPK, attrSK, attrStep, attrCommit)
-	}
-	var h *head
-	var tasks []map[string]types.AttributeValue
-	err := s.query(ctx, runPK(runID), skHead, attrs, func(it map[string]types.AttributeValue) error {
-		sk, _ := getS(it, attrSK)
-		if sk != skHead {
-			tasks = append(tasks, it)
-			return nil
-		}
-		step, ok := getN(it, attrStep)
-		if !ok {
-			return fmt.Errorf("head has no step")
-		}
-		commit, _ := getS(it, attrCommit)
-		h = &head{step: int(step), commit: commit, item: it}
-		return nil
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      key(runPK(runID), stepSK(step)),
+		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:     aws.String("#sk"),
+		ExpressionAttributeNames: map[string]string{"#sk": attrSK},
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("dynamo: read head of run %q: %w", runID, err)
+		return false, fmt.Errorf("dynamo: read step %d of run %q: %w", step, runID, err)
 	}
-	return h, tasks, nil
+	return out.Item != nil, nil
 }
 
-// taskStep returns the step of a task result item.
-func taskStep(item map[string]types.AttributeValue) (int, bool) {
-	sk, _ := getS(item, attrSK)
-	rest, ok := splitPrefix(sk, skTask)
-	if !ok || len(rest) < 11 {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest[:10])
-	return n, err == nil
-}
-
-// Commit implements [pregel.Checkpointer]. It reads the head and the
-// recorded task results (one Query), writes the chunks of values too large
-// for the transaction (BatchWriteItem, only if there are some), and commits
-// the step with one TransactWriteItems conditioned on the head, which also
-// deletes the task results of the step.
+// Commit implements [pregel.Checkpointer]. It writes the chunks of values
+// too large for the step item (BatchWriteItem, only if there are some) and
+// puts the step item if it does not exist: one PutItem in the common case.
+// The previous step's item must exist; the Store knows that from its cache
+// when it loaded or committed that step, and reads the item otherwise.
+// Since steps are committed in order and never deleted, the two conditions
+// make step N the successor of the newest step. A step the Store knows is
+// committed fails without a request.
 //
-// A task result recorded between the Query and the transaction outlives
-// the commit; PendingTasks ignores it, and the next commit deletes it.
+// The task results of the step that the Store has seen (recorded or read)
+// are deleted after the commit; others are left, and never read again.
 func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -172,158 +282,62 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if err := checkVersions(cp); err != nil {
 		return err
 	}
+	if _, ok := s.steps.get(stepKey{cp.RunID, cp.Step}); ok {
+		return fmt.Errorf("dynamo: commit step %d of run %q: the step is committed: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
+	}
 	pk := runPK(cp.RunID)
-	h, tasks, err := s.headAndTasks(ctx, cp.RunID, append(docAttrs(attrManifest), attrData+refSuffix)...)
-	if err != nil {
-		return err
-	}
-	switch {
-	case h == nil && cp.Step > 0:
-		return fmt.Errorf("dynamo: commit step %d of run %q, which has no committed step: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
-	case h != nil && h.step != cp.Step-1:
-		return fmt.Errorf("dynamo: commit step %d of run %q after step %d: %w", cp.Step, cp.RunID, h.step, pregel.ErrStepConflict)
-	}
-	var prev manifest
-	if h != nil {
-		f := s.newFetcher()
-		if err := f.addDoc(h.item, attrManifest); err != nil {
-			return fmt.Errorf("dynamo: head of run %q: %w", cp.RunID, err)
+	var prev *stepEntry
+	if cp.Step > 0 {
+		var err error
+		if prev, err = s.stepBefore(ctx, cp.RunID, cp.Step); err != nil {
+			return err
 		}
-		if err := f.fetch(ctx); err != nil {
-			return fmt.Errorf("dynamo: read manifest of run %q: %w", cp.RunID, err)
-		}
-		raw, ok, err := f.doc(h.item, attrManifest)
-		if err != nil || !ok {
-			return fmt.Errorf("dynamo: manifest of run %q step %d is unreadable (%v)", cp.RunID, h.step, err)
-		}
-		if err := json.Unmarshal(raw, &prev); err != nil {
-			return fmt.Errorf("dynamo: manifest of run %q step %d: %w", cp.RunID, h.step, err)
+		if prev == nil {
+			return fmt.Errorf("dynamo: commit step %d of run %q, whose step %d is not committed: %w", cp.Step, cp.RunID, cp.Step-1, pregel.ErrStepConflict)
 		}
 	}
 
 	commit := newID()
-	w, err := s.planCommit(cp, commit, prev)
+	plan, err := s.planCommit(cp, commit, prev)
 	if err != nil {
 		return err
 	}
-	refs := make([]blobRef, len(w.blobs))
-	for i, b := range w.blobs {
+	refs := make([]blobRef, len(plan.blobs))
+	for i, b := range plan.blobs {
 		refs[i] = b.ref
 	}
-	if err := s.writeBlobs(ctx, pk, w.blobs); err != nil {
+	if err := s.writeBlobs(ctx, pk, plan.blobs); err != nil {
 		s.dropBlobs(ctx, pk, refs)
 		return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
 	}
-
-	// The head: its condition is the fence.
-	update := &types.Update{
-		TableName: aws.String(s.table),
-		Key:       key(pk, skHead),
-		ExpressionAttributeNames: map[string]string{
-			"#step": attrStep, "#commit": attrCommit,
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":step": num(int64(cp.Step)), ":commit": str(commit),
-		},
-	}
-	set := "#step = :step, #commit = :commit"
-	var remove []string
-	for i, name := range []string{attrMeta, attrManifest} {
-		// Exactly one of the document attribute and its reference is
-		// set; the other is removed.
-		n, r := fmt.Sprintf("#d%d", i), fmt.Sprintf("#r%d", i)
-		update.ExpressionAttributeNames[n] = name
-		update.ExpressionAttributeNames[r] = name + refSuffix
-		if v, ok := w.step[name]; ok {
-			set += fmt.Sprintf(", %s = :d%d", n, i)
-			update.ExpressionAttributeValues[fmt.Sprintf(":d%d", i)] = v
-			remove = append(remove, r)
-		} else {
-			set += fmt.Sprintf(", %s = :r%d", r, i)
-			update.ExpressionAttributeValues[fmt.Sprintf(":r%d", i)] = w.step[name+refSuffix]
-			remove = append(remove, n)
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(s.table),
+		Item:                                plan.item,
+		ConditionExpression:                 aws.String("attribute_not_exists(sk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		ccf, ok := isConditionFailed(err)
+		if !ok {
+			// The outcome is unknown (the put may have succeeded
+			// after a time-out), so the chunks stay.
+			return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
 		}
-	}
-	update.UpdateExpression = aws.String("SET " + set + " REMOVE " + remove[0] + ", " + remove[1])
-	if cp.Step == 0 {
-		update.ConditionExpression = aws.String("attribute_not_exists(#step)")
-	} else {
-		update.ConditionExpression = aws.String("#step = :prev AND #commit = :prevCommit")
-		update.ExpressionAttributeValues[":prev"] = num(int64(h.step))
-		update.ExpressionAttributeValues[":prevCommit"] = str(h.commit)
-	}
-	items := []types.TransactWriteItem{
-		{Update: update},
-		{Put: &types.Put{
-			TableName:           aws.String(s.table),
-			Item:                w.step,
-			ConditionExpression: aws.String("attribute_not_exists(pk)"),
-		}},
-	}
-	for _, v := range w.values {
-		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: v}})
-	}
-	// The task results of the step (and any left by an earlier race) go
-	// with it: in the transaction while it has room, after it otherwise,
-	// with their chunks.
-	var later []map[string]types.AttributeValue
-	var taskBlobs []blobRef
-	for _, it := range tasks {
-		if n, ok := taskStep(it); !ok || n > cp.Step {
-			continue
-		}
-		k := key(keyOf(it).pk, keyOf(it).sk)
-		if len(items) < maxTxItems {
-			items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(s.table), Key: k}})
-		} else {
-			later = append(later, k)
-		}
-		if ref, err := docRef(it, attrData); err == nil && ref != nil {
-			taskBlobs = append(taskBlobs, *ref)
-		}
-	}
-
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				s.dropBlobs(ctx, pk, refs)
-				return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
+		// The step is committed. By this commit, if the SDK retried a
+		// put that succeeded but whose answer was lost.
+		stored := ccf.Item
+		if stored == nil {
+			if stored, err = s.getItem(ctx, pk, stepSK(cp.Step)); err != nil {
+				return fmt.Errorf("dynamo: commit step %d of run %q: the step exists; reading its commit id: %w", cp.Step, cp.RunID, err)
 			}
 		}
-		// A client token makes the SDK's own retries of this call
-		// idempotent: a commit whose response was lost is not reported
-		// as a conflict with itself.
-		_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems:      items,
-			ClientRequestToken: aws.String(newID()),
-		})
-		if err == nil {
-			break
-		}
-		reasons, ok := cancellation(err)
-		switch {
-		case ok && (reasonIs(reasons, 0, "ConditionalCheckFailed") || reasonIs(reasons, 1, "ConditionalCheckFailed")):
+		if id, _ := getS(stored, attrCommit); id != commit {
 			s.dropBlobs(ctx, pk, refs)
 			return fmt.Errorf("dynamo: commit step %d of run %q: another commit came first: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
-		case ok && conflicted(reasons):
-			continue
-		case ok:
-			// Cancelled for another reason: nothing was written.
-			s.dropBlobs(ctx, pk, refs)
 		}
-		// Otherwise the outcome is unknown (the transaction may have
-		// committed after a time-out), so the chunks stay.
-		return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
 	}
-	// The step is committed. What is left of its task results is dead
-	// weight that PendingTasks ignores, so a failure to delete it is not
-	// one of the commit.
-	if len(later) > 0 {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = s.batchWrite(ctx, nil, later)
-		cancel()
-	}
-	s.dropBlobs(ctx, pk, taskBlobs)
+	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp})
+	s.dropTasks(ctx, cp.RunID, cp.Step)
 	return nil
 }
 
@@ -342,81 +356,89 @@ func checkVersions(cp *pregel.Checkpoint) error {
 	return nil
 }
 
-// commitWrites is what a commit writes: blobs first, then, in the
-// transaction, the step item and the value items.
-type commitWrites struct {
-	blobs  []pendingBlob
-	step   map[string]types.AttributeValue
-	values []map[string]types.AttributeValue
+// commitPlan is what a commit writes: blobs first, then the step item.
+type commitPlan struct {
+	blobs []pendingBlob
+	item  map[string]types.AttributeValue
+	man   manifest
+	// size is the step item's size.
+	size int
 }
 
-// planCommit lays out the items of a commit. Changed channels get a value
-// item in the transaction when they fit its limits (the smallest first);
-// values too large for an item get a blob each, and the others that do not
-// fit share one blob.
-func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev manifest) (*commitWrites, error) {
+// chanValue is a channel's value to store.
+type chanValue struct {
+	ch   string
+	data []byte
+}
+
+// valsEntrySize is what a value adds to the vals map of an item.
+func (v chanValue) valsEntrySize() int { return len(v.ch) + len(v.data) + 1 }
+
+// Size estimates of manifest entries, in bytes of JSON.
+const (
+	// blobLocSize: what a blob location adds to a channel's entry.
+	blobLocSize = 160
+	// movedLocSize: what storing an unchanged value again changes in its
+	// entry (an "at" of up to 10 digits instead of an "n").
+	movedLocSize = 16
+	// refDocSize: a document stored as a blob reference.
+	refDocSize = 200
+)
+
+// planCommit lays out the items of a commit. The step item holds the
+// metadata, the manifest and the values the step changed, the smallest
+// first while the item stays under maxStepItem; values that do not fit get
+// a blob each when they are larger than a chunk and share one blob
+// otherwise.
+//
+// A value the step did not change stays where it is, in the item of an
+// earlier step, unless storing it again makes this step cheaper to load:
+// for every earlier item that a load of this step would read, the values
+// it holds are copied into this item when the write units this adds (at
+// writeCostInReads read units each) plus the read units it adds to reading
+// this item are at most the read units of reading that item. Small values
+// beside a large one that changes at every step are thus carried along,
+// and a load reads one item.
+func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry) (*commitPlan, error) {
 	pk := runPK(cp.RunID)
-	w := &commitWrites{}
-	man := make(manifest, len(cp.Versions))
-	type change struct {
-		ch    string
-		value []byte
+	step := cp.Step
+	var prevMan manifest
+	prevSize := 0
+	if prev != nil {
+		prevMan, prevSize = prev.man, prev.size
 	}
-	var changes []change
+	man := make(manifest, len(cp.Versions))
+	var stored []chanValue
+	// held lists the unchanged inline values by the step whose item holds
+	// them.
+	held := map[int][]chanValue{}
 	for _, ch := range slices.Sorted(maps.Keys(cp.Versions)) {
 		v := cp.Versions[ch]
 		val, has := cp.Values[ch]
-		if old, ok := prev[ch]; ok && v < cp.Step && old.Version == v && old.Cleared == !has {
+		if old, ok := prevMan[ch]; ok && v < step && old.Version == v && old.Cleared == !has {
+			if old.home() == step-1 {
+				old.Size = prevSize
+			}
 			man[ch] = old
+			if old.inline() && has && inlineName(ch) {
+				held[old.home()] = append(held[old.home()], chanValue{ch, val})
+			}
 			continue
 		}
-		loc := chanLoc{Version: v, At: cp.Step}
+		loc := chanLoc{Version: v}
+		if v != step {
+			loc.At = step
+		}
 		switch {
 		case !has:
 			loc.Cleared = true
 		case len(val) == 0:
 			loc.Empty = true
 		default:
-			changes = append(changes, change{ch, val})
+			stored = append(stored, chanValue{ch, val})
 		}
 		man[ch] = loc
 	}
-
-	slices.SortStableFunc(changes, func(a, b change) int { return cmp.Compare(len(a.value), len(b.value)) })
-	slots, budget := maxTxItems-2, maxTxValueBytes
-	var pack []byte
-	var packed []string
-	for i, c := range changes {
-		loc := man[c.ch]
-		switch size := len(c.value) + len(c.ch) + 64; {
-		case len(c.value) > maxInlineValue:
-			b := newBlob(fmt.Sprintf("%s.%d", commit, i), c.value)
-			w.blobs = append(w.blobs, b)
-			loc.Blob, loc.Off, loc.Len = &b.ref, 0, len(c.value)
-		case slots > 0 && size <= budget:
-			slots--
-			budget -= size
-			item := key(pk, valueSK(c.ch, cp.Step))
-			item[attrValue] = bin(c.value)
-			item[attrCommit] = str(commit)
-			w.values = append(w.values, item)
-		default:
-			loc.Off, loc.Len = len(pack), len(c.value)
-			pack = append(pack, c.value...)
-			packed = append(packed, c.ch)
-		}
-		man[c.ch] = loc
-	}
-	if len(packed) > 0 {
-		b := newBlob(commit+".pack", pack)
-		w.blobs = append(w.blobs, b)
-		for _, ch := range packed {
-			loc := man[ch]
-			loc.Blob = &b.ref
-			man[ch] = loc
-		}
-	}
-
 	meta, err := marshal(stepMeta{
 		Graph:        cp.Graph,
 		Next:         cp.Next,
@@ -432,18 +454,118 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev manifest) 
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
 	}
-	w.step = key(pk, stepSK(cp.Step))
-	w.step[attrCommit] = str(commit)
-	for name, data := range map[string][]byte{attrMeta: meta, attrManifest: manJSON} {
-		b, err := docAttr(w.step, name, data, maxInlineDoc)
-		if err != nil {
-			return nil, err
+
+	// The size of the item without values, the manifest estimated with a
+	// blob location for every value stored: each value placed in the
+	// item takes its location off.
+	docSize := func(name string, n int) int {
+		if n > maxInlineDoc {
+			return len(name) + len(refSuffix) + refDocSize
 		}
-		if b != nil {
-			w.blobs = append(w.blobs, *b)
+		return len(name) + n
+	}
+	sk := stepSK(step)
+	fixed := len(attrPK) + len(pk) + len(attrSK) + len(sk) + len(attrCommit) + len(commit) +
+		docSize(attrMeta, len(meta)) + len(attrVals) + 3
+	manSize := len(manJSON) + blobLocSize*len(stored)
+	valsSize := 0
+	itemSizeWith := func(manSize, valsSize int) int { return fixed + docSize(attrManifest, manSize) + valsSize }
+	vals := map[string]types.AttributeValue{}
+	slices.SortStableFunc(stored, func(a, b chanValue) int { return cmp.Compare(len(a.data), len(b.data)) })
+	var out []chanValue
+	for _, v := range stored {
+		if !inlineName(v.ch) || itemSizeWith(manSize-blobLocSize, valsSize+v.valsEntrySize()) > maxStepItem {
+			out = append(out, v)
+			continue
+		}
+		vals[v.ch] = bin(v.data)
+		manSize -= blobLocSize
+		valsSize += v.valsEntrySize()
+	}
+	size := itemSizeWith(manSize, valsSize)
+	plan := &commitPlan{man: man}
+	var pack []byte
+	var packed []string
+	for i, v := range out {
+		loc := man[v.ch]
+		if len(v.data) > chunkSize {
+			b := newBlob(fmt.Sprintf("%s.%d", commit, i), v.data)
+			plan.blobs = append(plan.blobs, b)
+			loc.Blob, loc.Off, loc.Len = &b.ref, 0, len(v.data)
+		} else {
+			loc.Off, loc.Len = len(pack), len(v.data)
+			pack = append(pack, v.data...)
+			packed = append(packed, v.ch)
+		}
+		man[v.ch] = loc
+	}
+	if len(packed) > 0 {
+		b := newBlob(commit+".pack", pack)
+		plan.blobs = append(plan.blobs, b)
+		for _, ch := range packed {
+			loc := man[ch]
+			loc.Blob = &b.ref
+			man[ch] = loc
 		}
 	}
-	return w, nil
+
+	// Values of earlier items worth storing again, the most read units
+	// saved per byte first.
+	type group struct {
+		values      []chanValue
+		bytes, save int
+	}
+	var groups []group
+	for _, values := range held {
+		g := group{values: values, save: readUnits(man[values[0].ch].Size)}
+		for _, v := range values {
+			g.bytes += v.valsEntrySize() + movedLocSize
+		}
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(a, b group) int {
+		return cmp.Or(cmp.Compare(b.save*a.bytes, a.save*b.bytes), cmp.Compare(a.values[0].ch, b.values[0].ch))
+	})
+	for _, g := range groups {
+		next := size + g.bytes
+		cost := writeCostInReads*(writeUnits(next)-writeUnits(size)) + readUnits(next) - readUnits(size)
+		if next > maxStepItem || cost > g.save {
+			continue
+		}
+		for _, v := range g.values {
+			loc := man[v.ch]
+			loc.At, loc.Size = step, 0
+			man[v.ch] = loc
+			vals[v.ch] = bin(v.data)
+		}
+		size = next
+	}
+
+	if manJSON, err = marshal(man); err != nil {
+		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
+	}
+	plan.item = key(pk, sk)
+	plan.item[attrCommit] = str(commit)
+	for _, doc := range []struct {
+		name string
+		data []byte
+	}{{attrMeta, meta}, {attrManifest, manJSON}} {
+		b, err := docAttr(plan.item, doc.name, doc.data, maxInlineDoc)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
+		}
+		if b != nil {
+			plan.blobs = append(plan.blobs, *b)
+		}
+	}
+	if len(vals) > 0 {
+		plan.item[attrVals] = &types.AttributeValueMemberM{Value: vals}
+	}
+	plan.size = itemSize(plan.item)
+	if plan.size > maxItemSize {
+		return nil, fmt.Errorf("dynamo: commit step %d of run %q: the step item would be %d bytes, over DynamoDB's %d", cp.Step, cp.RunID, plan.size, maxItemSize)
+	}
+	return plan, nil
 }
 
 // query reads, with strongly consistent reads, the items of partition pk
@@ -473,31 +595,76 @@ func (s *Store) query(ctx context.Context, pk, prefix string, attrs []string, fn
 	return nil
 }
 
-// Load implements [pregel.Checkpointer]. It reads the head (Latest) or the
-// step item, then the step's values with BatchGetItem: two requests when
-// no document is chunked.
+// projection returns a ProjectionExpression for attrs, with every name
+// aliased (some may be reserved words).
+func projection(attrs []string) (*string, map[string]string) {
+	names := make(map[string]string, len(attrs))
+	expr := ""
+	for i, a := range slices.Compact(slices.Sorted(slices.Values(attrs))) {
+		alias := "#p" + strconv.Itoa(i)
+		names[alias] = a
+		if expr != "" {
+			expr += ", "
+		}
+		expr += alias
+	}
+	return aws.String(expr), names
+}
+
+// Load implements [pregel.Checkpointer]. Latest is one Query for the
+// newest step item, or, if the Store's cache has a step of the run, for a
+// step item newer than that: a Store that committed or loaded the newest
+// step reads no item. A step by number is served from the cache or read
+// with GetItem. Values that the item does not hold and the cache does not
+// have are read with one BatchGetItem.
 func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Checkpoint, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	pk := runPK(runID)
 	var item map[string]types.AttributeValue
 	switch {
 	case step == pregel.Latest:
-		h, err := s.getHead(ctx, runID)
-		if err != nil {
-			return nil, err
+		// The newest step item, or, when the cache has a step of the
+		// run, the newest after it: none means the cached one is the
+		// newest, and the Query read nothing.
+		in := &dynamodb.QueryInput{
+			TableName:              aws.String(s.table),
+			KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :prefix)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk": str(runPK(runID)), ":prefix": str(skStep),
+			},
+			ScanIndexForward: aws.Bool(false),
+			Limit:            aws.Int32(1),
+			ConsistentRead:   aws.Bool(true),
 		}
-		if h == nil {
+		cached, known, ok := s.newestCached(runID)
+		if ok {
+			in.KeyConditionExpression = aws.String("pk = :pk AND sk BETWEEN :after AND :last")
+			in.ExpressionAttributeValues = map[string]types.AttributeValue{
+				":pk": str(runPK(runID)), ":after": str(stepSK(known + 1)), ":last": str(stepSK(maxStep)),
+			}
+		}
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: load run %q: Query: %w", runID, err)
+		}
+		switch {
+		case len(out.Items) > 0:
+			item = out.Items[0]
+		case ok:
+			return cached.cp, nil
+		default:
 			return nil, fmt.Errorf("dynamo: run %q: %w", runID, pregel.ErrNotFound)
 		}
-		step, item = h.step, h.item
 	case step < 0:
 		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, pregel.ErrNotFound)
 	default:
+		if e, ok := s.steps.get(stepKey{runID, step}); ok && e.cp != nil {
+			return e.cp, nil
+		}
 		out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
-			Key:            key(pk, stepSK(step)),
+			Key:            key(runPK(runID), stepSK(step)),
 			ConsistentRead: aws.Bool(true),
 		})
 		if err != nil {
@@ -508,130 +675,114 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 		}
 		item = out.Item
 	}
-	cps, err := s.decodeSteps(ctx, runID, []map[string]types.AttributeValue{item}, []int{step}, true)
+	return s.checkpointOf(ctx, runID, item)
+}
+
+// checkpointOf returns the checkpoint of a step item, from the cache if it
+// has it, and caches it.
+func (s *Store) checkpointOf(ctx context.Context, runID string, item map[string]types.AttributeValue) (*pregel.Checkpoint, error) {
+	sk, _ := getS(item, attrSK)
+	step, ok := parseStepSK(sk)
+	if !ok {
+		return nil, fmt.Errorf("dynamo: run %q: bad step key %q", runID, sk)
+	}
+	commit, _ := getS(item, attrCommit)
+	if e, ok := s.steps.get(stepKey{runID, step}); ok && e.cp != nil && e.commit == commit {
+		return e.cp, nil
+	}
+	docs, err := s.decodeDocs(ctx, runID, []map[string]types.AttributeValue{item})
 	if err != nil {
 		return nil, err
 	}
-	return cps[0], nil
+	d := &docs[0]
+	cp := d.checkpoint(runID)
+	if err := s.loadValues(ctx, runID, d, cp); err != nil {
+		return nil, err
+	}
+	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp})
+	return cp, nil
 }
 
-// decodeSteps turns head or step items into checkpoints, reading their
-// chunked documents and, if values is set, their values.
-func (s *Store) decodeSteps(ctx context.Context, runID string, items []map[string]types.AttributeValue, steps []int, values bool) ([]*pregel.Checkpoint, error) {
+// loadValues fills the values of a checkpoint: from its item, from cached
+// checkpoints, and from one BatchGetItem of the earlier step items and
+// blob chunks that hold the others.
+func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pregel.Checkpoint) error {
+	fail := func(err error) error {
+		return fmt.Errorf("dynamo: load run %q step %d: %w", runID, d.step, err)
+	}
 	pk := runPK(runID)
-	fail := func(step int, err error) error {
-		return fmt.Errorf("dynamo: load run %q step %d: %w", runID, step, err)
-	}
+	vals := getM(d.item, attrVals)
+	cp.Values = make(map[string]json.RawMessage, len(d.man))
 	f := s.newFetcher()
-	for i, it := range items {
-		for _, name := range []string{attrMeta, attrManifest} {
-			if err := f.addDoc(it, name); err != nil {
-				return nil, fail(steps[i], err)
+	var missing []string
+	for ch, loc := range d.man {
+		switch {
+		case loc.Cleared:
+		case loc.Empty:
+			cp.Values[ch] = json.RawMessage{}
+		case loc.Blob == nil && loc.home() == d.step:
+			v, ok := vals[ch].(*types.AttributeValueMemberB)
+			if !ok {
+				return fail(fmt.Errorf("the value of channel %q is missing", ch))
 			}
-		}
-	}
-	if err := f.fetch(ctx); err != nil {
-		return nil, fail(steps[0], err)
-	}
-	cps := make([]*pregel.Checkpoint, len(items))
-	mans := make([]manifest, len(items))
-	for i, it := range items {
-		var meta stepMeta
-		var man manifest
-		for name, dst := range map[string]any{attrMeta: &meta, attrManifest: &man} {
-			raw, ok, err := f.doc(it, name)
-			if err != nil || !ok {
-				return nil, fail(steps[i], fmt.Errorf("%s is unreadable (%v)", name, err))
+			cp.Values[ch] = v.Value
+		default:
+			if v, ok := s.cachedValue(runID, d.step, ch, loc); ok {
+				cp.Values[ch] = v
+				continue
 			}
-			if err := json.Unmarshal(raw, dst); err != nil {
-				return nil, fail(steps[i], fmt.Errorf("%s: %w", name, err))
-			}
-		}
-		cp := &pregel.Checkpoint{
-			RunID:        runID,
-			Graph:        meta.Graph,
-			Step:         steps[i],
-			Versions:     make(map[string]int, len(man)),
-			Next:         meta.Next,
-			Barriers:     meta.Barriers,
-			Tasks:        meta.Tasks,
-			Counters:     meta.Counters,
-			DrainRequest: meta.DrainRequest,
-		}
-		for ch, loc := range man {
-			cp.Versions[ch] = loc.Version
-		}
-		cps[i], mans[i] = cp, man
-	}
-	if !values {
-		return cps, nil
-	}
-
-	for _, man := range mans {
-		for ch, loc := range man {
-			switch {
-			case loc.Cleared || loc.Empty:
-			case loc.Blob != nil:
+			if loc.Blob != nil {
 				f.addBlob(pk, *loc.Blob)
-			default:
-				f.add(key(pk, valueSK(ch, loc.At)))
+			} else {
+				f.addValue(pk, stepSK(loc.home()), ch)
 			}
+			missing = append(missing, ch)
 		}
 	}
+	if len(missing) == 0 {
+		return nil
+	}
 	if err := f.fetch(ctx); err != nil {
-		return nil, fail(steps[0], err)
+		return fail(err)
 	}
 	blobs := map[string][]byte{}
-	for i, man := range mans {
-		cp := cps[i]
-		cp.Values = make(map[string]json.RawMessage, len(man))
-		for ch, loc := range man {
-			switch {
-			case loc.Cleared:
-			case loc.Empty:
-				cp.Values[ch] = json.RawMessage{}
-			case loc.Blob != nil:
-				b, ok := blobs[loc.Blob.ID]
-				if !ok {
-					var err error
-					if b, err = f.blob(pk, *loc.Blob); err != nil {
-						return nil, fail(cp.Step, fmt.Errorf("channel %q: %w", ch, err))
-					}
-					blobs[loc.Blob.ID] = b
-				}
-				if loc.Off < 0 || loc.Off+loc.Len > len(b) {
-					return nil, fail(cp.Step, fmt.Errorf("channel %q: slice [%d, %d) outside blob %s of %d bytes", ch, loc.Off, loc.Off+loc.Len, loc.Blob.ID, len(b)))
-				}
-				cp.Values[ch] = json.RawMessage(b[loc.Off : loc.Off+loc.Len : loc.Off+loc.Len])
-			default:
-				v, ok := getB(f.item(pk, valueSK(ch, loc.At)), attrValue)
-				if !ok {
-					return nil, fail(cp.Step, fmt.Errorf("value of channel %q stored at step %d is missing", ch, loc.At))
-				}
-				cp.Values[ch] = json.RawMessage(v)
+	for _, ch := range missing {
+		loc := d.man[ch]
+		if loc.Blob == nil {
+			v, ok := getM(f.item(pk, stepSK(loc.home())), attrVals)[ch].(*types.AttributeValueMemberB)
+			if !ok {
+				return fail(fmt.Errorf("the value of channel %q stored at step %d is missing", ch, loc.home()))
 			}
+			cp.Values[ch] = v.Value
+			continue
 		}
+		b, ok := blobs[loc.Blob.ID]
+		if !ok {
+			var err error
+			if b, err = f.blob(pk, *loc.Blob); err != nil {
+				return fail(fmt.Errorf("channel %q: %w", ch, err))
+			}
+			blobs[loc.Blob.ID] = b
+		}
+		if loc.Off < 0 || loc.Off+loc.Len > len(b) {
+			return fail(fmt.Errorf("channel %q: slice [%d, %d) outside blob %s of %d bytes", ch, loc.Off, loc.Off+loc.Len, loc.Blob.ID, len(b)))
+		}
+		cp.Values[ch] = json.RawMessage(b[loc.Off : loc.Off+loc.Len : loc.Off+loc.Len])
 	}
-	return cps, nil
+	return nil
 }
 
 // History implements [pregel.Checkpointer] with one Query over the step
-// items (plus a BatchGetItem if any document is chunked).
+// items, projected to their documents (plus a BatchGetItem if any
+// document is chunked). The read units are those of the whole items.
 func (s *Store) History(ctx context.Context, runID string) ([]pregel.StepInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var items []map[string]types.AttributeValue
-	var steps []int
-	err := s.query(ctx, runPK(runID), skStep, nil, func(it map[string]types.AttributeValue) error {
-		sk, _ := getS(it, attrSK)
-		rest, _ := splitPrefix(sk, skStep)
-		n, err := strconv.Atoi(rest)
-		if err != nil {
-			return fmt.Errorf("bad step key %q", sk)
-		}
+	attrs := append([]string{attrPK, attrSK, attrCommit}, docAttrs(attrMeta, attrManifest)...)
+	err := s.query(ctx, runPK(runID), skStep, attrs, func(it map[string]types.AttributeValue) error {
 		items = append(items, it)
-		steps = append(steps, n)
 		return nil
 	})
 	if err != nil {
@@ -640,45 +791,71 @@ func (s *Store) History(ctx context.Context, runID string) ([]pregel.StepInfo, e
 	if len(items) == 0 {
 		return nil, fmt.Errorf("dynamo: run %q: %w", runID, pregel.ErrNotFound)
 	}
-	cps, err := s.decodeSteps(ctx, runID, items, steps, false)
+	docs, err := s.decodeDocs(ctx, runID, items)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]pregel.StepInfo, len(cps))
-	for i, cp := range cps {
-		out[i] = cp.Info()
+	out := make([]pregel.StepInfo, len(docs))
+	for i := range docs {
+		out[i] = docs[i].checkpoint(runID).Info()
 	}
 	return out, nil
 }
 
-// RecordTask implements [pregel.Checkpointer]. It is one TransactWriteItems
-// that checks the head is at step-1 and writes the result unless a final
-// one is stored; when one is, it returns that (with a GetItem if the
-// cancellation did not carry it).
+// docAttrs lists document attributes with their blob references.
+func docAttrs(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		out = append(out, n, n+refSuffix)
+	}
+	return out
+}
+
+// RecordTask implements [pregel.Checkpointer]. The step must be open: the
+// previous step committed (the Store's cache knows, or a GetItem reads its
+// key) and the step not. The result is written with one UpdateItem unless
+// a final one is stored, which the failed condition returns. Then a
+// GetItem of the step item's key checks that the step is still open: if
+// it was committed meanwhile, the result is deleted again and RecordTask
+// fails with ErrStepConflict, as if it came after the commit.
 func (s *Store) RecordTask(ctx context.Context, runID string, step int, r pregel.TaskResult) (pregel.TaskResult, error) {
 	if err := ctx.Err(); err != nil {
 		return pregel.TaskResult{}, err
 	}
+	fail := func(err error) (pregel.TaskResult, error) {
+		return pregel.TaskResult{}, fmt.Errorf("dynamo: record task %q of run %q for step %d: %w", r.TaskID, runID, step, err)
+	}
+	if step < 1 {
+		return fail(fmt.Errorf("no step before it: %w", pregel.ErrStepConflict))
+	}
+	if _, ok := s.steps.get(stepKey{runID, step}); ok {
+		return fail(fmt.Errorf("the step is committed: %w", pregel.ErrStepConflict))
+	}
+	if ok, err := s.isCommitted(ctx, runID, step-1); err != nil {
+		return fail(err)
+	} else if !ok {
+		return fail(fmt.Errorf("step %d is not committed: %w", step-1, pregel.ErrStepConflict))
+	}
+
 	pk := runPK(runID)
 	data, err := marshal(r)
 	if err != nil {
-		return pregel.TaskResult{}, fmt.Errorf("dynamo: record task %q of run %q: encode: %w", r.TaskID, runID, err)
+		return fail(fmt.Errorf("encode: %w", err))
 	}
 	item := map[string]types.AttributeValue{}
 	blob, err := docAttr(item, attrData, data, maxInlineValue)
 	if err != nil {
-		return pregel.TaskResult{}, err
+		return fail(err)
 	}
 	var refs []blobRef
 	if blob != nil {
 		refs = append(refs, blob.ref)
 		if err := s.writeBlobs(ctx, pk, []pendingBlob{*blob}); err != nil {
 			s.dropBlobs(ctx, pk, refs)
-			return pregel.TaskResult{}, fmt.Errorf("dynamo: record task %q of run %q: %w", r.TaskID, runID, err)
+			return fail(err)
 		}
 	}
-
-	names := map[string]string{"#final": attrFinal, "#seq": attrSeq, "#d": attrData, "#r": attrData + refSuffix}
+	names := map[string]string{"#sk": attrSK, "#final": attrFinal, "#seq": attrSeq, "#d": attrData, "#r": attrData + refSuffix}
 	values := map[string]types.AttributeValue{":final": boolean(r.Final()), ":false": boolean(false), ":now": num(s.now().UnixNano())}
 	expr := "SET #final = :final, #seq = if_not_exists(#seq, :now), "
 	if v, ok := item[attrData]; ok {
@@ -688,77 +865,100 @@ func (s *Store) RecordTask(ctx context.Context, runID string, step int, r pregel
 		expr += "#r = :data REMOVE #d"
 		values[":data"] = item[attrData+refSuffix]
 	}
-	items := []types.TransactWriteItem{
-		{ConditionCheck: &types.ConditionCheck{
-			TableName:                 aws.String(s.table),
-			Key:                       key(pk, skHead),
-			ConditionExpression:       aws.String("#step = :prev"),
-			ExpressionAttributeNames:  map[string]string{"#step": attrStep},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":prev": num(int64(step - 1))},
-		}},
-		{Update: &types.Update{
-			TableName:                           aws.String(s.table),
-			Key:                                 key(pk, taskSK(step, r.TaskID)),
-			UpdateExpression:                    aws.String(expr),
-			ConditionExpression:                 aws.String("attribute_not_exists(pk) OR #final = :false"),
-			ExpressionAttributeNames:            names,
-			ExpressionAttributeValues:           values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
+	tk := key(pk, taskSK(step, r.TaskID))
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 tk,
+		UpdateExpression:                    aws.String(expr),
+		ConditionExpression:                 aws.String("attribute_not_exists(#sk) OR #final = :false"),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	stored, wrote := r, err == nil
+	var replaced []blobRef
+	switch ccf, failed := isConditionFailed(err); {
+	case wrote:
+		if ref, err := docRef(out.Attributes, attrData); err == nil && ref != nil {
+			replaced = append(replaced, *ref)
+		}
+	case failed:
+		// A final result is stored: it is the one returned.
+		s.dropBlobs(ctx, pk, refs)
+		old := ccf.Item
+		if old == nil {
+			if old, err = s.getItem(ctx, pk, taskSK(step, r.TaskID)); err != nil {
+				return fail(fmt.Errorf("read the stored result: %w", err))
+			}
+		}
+		res, err := s.decodeTasks(ctx, []map[string]types.AttributeValue{old})
+		if err != nil {
+			return fail(err)
+		}
+		stored, refs = res[0], nil
+		if ref, err := docRef(old, attrData); err == nil && ref != nil {
+			refs = append(refs, *ref)
+		}
+	default:
+		// The result may have been stored: its chunks stay.
+		return fail(err)
 	}
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				s.dropBlobs(ctx, pk, refs)
-				return pregel.TaskResult{}, fmt.Errorf("dynamo: record task %q of run %q: %w", r.TaskID, runID, err)
-			}
-		}
-		_, err = s.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems:      items,
-			ClientRequestToken: aws.String(newID()),
-		})
-		if err == nil {
-			return r, nil
-		}
-		reasons, ok := cancellation(err)
-		switch {
-		case ok && reasonIs(reasons, 0, "ConditionalCheckFailed"):
-			s.dropBlobs(ctx, pk, refs)
-			return pregel.TaskResult{}, s.fenceError(ctx, runID, step, r.TaskID)
-		case ok && reasonIs(reasons, 1, "ConditionalCheckFailed"):
-			s.dropBlobs(ctx, pk, refs)
-			stored := reasons[1].Item
-			if stored == nil {
-				if stored, err = s.getItem(ctx, pk, taskSK(step, r.TaskID)); err != nil {
-					return pregel.TaskResult{}, fmt.Errorf("dynamo: record task %q of run %q: read the stored result: %w", r.TaskID, runID, err)
-				}
-			}
-			res, err := s.decodeTasks(ctx, []map[string]types.AttributeValue{stored})
-			if err != nil {
-				return pregel.TaskResult{}, fmt.Errorf("dynamo: record task %q of run %q: %w", r.TaskID, runID, err)
-			}
-			return res[0], nil
-		case ok && conflicted(reasons):
-			continue
-		case ok:
-			s.dropBlobs(ctx, pk, refs)
-		}
-		// Otherwise the result may have been stored: its chunks stay.
-		return pregel.TaskResult{}, fmt.Errorf("dynamo: record task %q of run %q: %w", r.TaskID, runID, err)
+
+	// The fence: the step must still be open.
+	committed, err := s.isCommitted(ctx, runID, step)
+	if err != nil {
+		return fail(err)
 	}
+	if committed {
+		if wrote {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_ = s.batchWrite(ctx, nil, []map[string]types.AttributeValue{tk})
+			cancel()
+			s.dropBlobs(ctx, pk, append(refs, replaced...))
+		}
+		return fail(fmt.Errorf("the step was committed: %w", pregel.ErrStepConflict))
+	}
+	s.dropBlobs(ctx, pk, replaced)
+	var ref *blobRef
+	if len(refs) > 0 {
+		ref = &refs[0]
+	}
+	s.noteTasks(runID, step, map[string]*blobRef{r.TaskID: ref})
+	return stored, nil
 }
 
-// fenceError explains why a task of step cannot be recorded.
-func (s *Store) fenceError(ctx context.Context, runID string, step int, taskID string) error {
-	h, err := s.getHead(ctx, runID, attrStep)
-	switch {
-	case err != nil:
-		return fmt.Errorf("dynamo: record task %q of run %q for step %d: %w (and reading the head: %w)", taskID, runID, step, pregel.ErrStepConflict, err)
-	case h == nil:
-		return fmt.Errorf("dynamo: record task %q of run %q, which has no committed step: %w", taskID, runID, pregel.ErrNotFound)
-	default:
-		return fmt.Errorf("dynamo: record task %q of run %q for step %d while step %d is open: %w", taskID, runID, step, h.step+1, pregel.ErrStepConflict)
+// noteTasks remembers task result items of an open step, for its commit
+// to delete.
+func (s *Store) noteTasks(runID string, step int, tasks map[string]*blobRef) {
+	s.tasks.update(stepKey{runID, step}, func(note taskNote, ok bool) (taskNote, int64) {
+		if !ok {
+			note = taskNote{}
+		}
+		maps.Copy(note, tasks)
+		return note, 1
+	})
+}
+
+// dropTasks deletes the task result items of a committed step that the
+// Store has noted, and their blobs, as a courtesy: nothing reads them
+// again, so a failure leaves garbage, not an error.
+func (s *Store) dropTasks(ctx context.Context, runID string, step int) {
+	note, ok := s.tasks.take(stepKey{runID, step})
+	if !ok || len(note) == 0 {
+		return
 	}
+	pk := runPK(runID)
+	keys := make([]map[string]types.AttributeValue, 0, len(note))
+	for id, ref := range note {
+		keys = append(keys, key(pk, taskSK(step, id)))
+		if ref != nil {
+			keys = append(keys, ref.chunkKeys(pk)...)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = s.batchWrite(ctx, nil, keys)
 }
 
 func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
@@ -776,26 +976,45 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.At
 	return out.Item, nil
 }
 
-// PendingTasks implements [pregel.Checkpointer] with one Query (plus a
-// BatchGetItem for results too large for an item).
+// PendingTasks implements [pregel.Checkpointer] with one Query of the
+// step's task results. Only when there are some, a GetItem of the step
+// item's key (or the Store's cache) tells whether the step is committed,
+// in which case they are left overs: they are deleted, and none is
+// returned.
 func (s *Store) PendingTasks(ctx context.Context, runID string, step int) ([]pregel.TaskResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	h, all, err := s.headAndTasks(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	// Only the open step has results; any left of committed steps are
-	// ignored.
-	if h == nil || step != h.step+1 {
+	if _, ok := s.steps.get(stepKey{runID, step}); ok {
 		return nil, nil
 	}
+	pk := runPK(runID)
 	var items []map[string]types.AttributeValue
-	for _, it := range all {
-		if n, ok := taskStep(it); ok && n == step {
-			items = append(items, it)
-		}
+	err := s.query(ctx, pk, taskPrefix(step), nil, func(it map[string]types.AttributeValue) error {
+		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
+	}
+	if len(items) == 0 {
+		return nil, nil
+	}
+	note := make(map[string]*blobRef, len(items))
+	for _, it := range items {
+		sk, _ := getS(it, attrSK)
+		id, _ := splitPrefix(sk, taskPrefix(step))
+		ref, _ := docRef(it, attrData)
+		note[id] = ref
+	}
+	committed, err := s.isCommitted(ctx, runID, step)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
+	}
+	s.noteTasks(runID, step, note)
+	if committed {
+		s.dropTasks(ctx, runID, step)
+		return nil, nil
 	}
 	slices.SortStableFunc(items, func(a, b map[string]types.AttributeValue) int {
 		sa, _ := getN(a, attrSeq)
@@ -817,8 +1036,10 @@ func (s *Store) decodeTasks(ctx context.Context, items []map[string]types.Attrib
 			return nil, err
 		}
 	}
-	if err := f.fetch(ctx); err != nil {
-		return nil, err
+	if len(f.keys) > 0 {
+		if err := f.fetch(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]pregel.TaskResult, len(items))
 	for i, it := range items {

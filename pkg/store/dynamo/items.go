@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,26 +23,22 @@ const (
 	attrPK = "pk"
 	attrSK = "sk"
 
-	skRun   = "RUN"
-	skHead  = "HEAD"
-	skStep  = "STEP#"
-	skValue = "VAL#"
-	// Task results sort right after the head, so that one Query reads
-	// the head with them.
-	skTask = "HEAD#TASK#"
+	skRun  = "RUN"
+	skStep = "STEP#"
+	skTask = "TASK#"
 	skBlob = "BLOB#"
 
-	// attrStep is the head's latest committed step; attrCommit the id of
-	// the commit that wrote an item.
-	attrStep   = "step"
+	// attrCommit is the id of the commit that wrote a step item.
 	attrCommit = "commit_id"
 	// attrMeta and attrManifest hold a step's metadata and channel
 	// manifest (see stepMeta and manifest) as JSON, inline or, with the
 	// suffix refSuffix, as a reference to a blob.
 	attrMeta     = "meta"
 	attrManifest = "manifest"
-	// attrValue holds a channel value (VAL items) or a chunk of a blob
-	// (BLOB items).
+	// attrVals is the map, in a step item, from channel to the value the
+	// step stored for it.
+	attrVals = "vals"
+	// attrValue holds a chunk of a blob (BLOB items).
 	attrValue = "v"
 	// attrData holds a JSON document: a task result or a run record.
 	attrData = "data"
@@ -71,33 +69,51 @@ const (
 	IndexByStatus = "by_status"
 )
 
-// Size limits. DynamoDB allows 400 KB per item, 100 items and 4 MB per
-// transaction, 25 items per BatchWriteItem and 100 keys per BatchGetItem;
-// these stay below with room for keys and attribute names.
+// Size limits. DynamoDB allows 400 KB per item (409,600 bytes, names
+// included), 25 items per BatchWriteItem and 100 keys per BatchGetItem;
+// these stay below with room to spare.
 const (
 	// chunkSize is the payload of one blob chunk item.
 	chunkSize = 350_000
-	// maxInlineValue is the largest channel value stored in its own VAL
-	// item inside the commit transaction.
+	// maxInlineValue is the largest task result or run record stored in
+	// its item rather than in a blob.
 	maxInlineValue = chunkSize
-	// maxInlineDoc is the largest document (step metadata, manifest,
-	// task result, run record) stored inline; the head holds two.
+	// maxInlineDoc is the largest step document (metadata, manifest)
+	// stored in the step item rather than in a blob.
 	maxInlineDoc = 128 << 10
-	// maxTxItems and maxTxValueBytes bound the channel values written
-	// inside a commit transaction (which also holds the head and the step
-	// item, at most 2*maxInlineDoc each with keys).
-	maxTxItems      = 100
-	maxTxValueBytes = 3 << 20
-	maxBatchWrite   = 25
-	maxBatchGet     = 100
+	// maxStepItem bounds the estimated size of a step item; what does not
+	// fit goes to blobs. maxItemSize is DynamoDB's limit, which the exact
+	// size is checked against.
+	maxStepItem = 380_000
+	maxItemSize = 400 << 10
+	// maxInlineName is the longest channel name stored as a key of the
+	// vals map; the values of longer (or empty) names go to blobs.
+	maxInlineName = 255
+	// maxProjectedChannels is the most channels a BatchGetItem projects
+	// one by one from vals; with more, it reads the whole map.
+	maxProjectedChannels = 64
+	maxBatchWrite        = 25
+	maxBatchGet          = 100
 )
 
-func runPK(runID string) string          { return "RUN#" + runID }
-func stepSK(step int) string             { return fmt.Sprintf("%s%010d", skStep, step) }
-func valueSK(ch string, step int) string { return fmt.Sprintf("%s%s#%010d", skValue, ch, step) }
-func taskPrefix(step int) string         { return fmt.Sprintf("%s%010d#", skTask, step) }
-func taskSK(step int, id string) string  { return taskPrefix(step) + id }
-func blobSK(id string, i int) string     { return fmt.Sprintf("%s%s#%05d", skBlob, id, i) }
+// maxStep is the largest step a sort key can hold.
+const maxStep = 9_999_999_999
+
+func runPK(runID string) string         { return "RUN#" + runID }
+func stepSK(step int) string            { return fmt.Sprintf("%s%010d", skStep, step) }
+func taskPrefix(step int) string        { return fmt.Sprintf("%s%010d#", skTask, step) }
+func taskSK(step int, id string) string { return taskPrefix(step) + id }
+func blobSK(id string, i int) string    { return fmt.Sprintf("%s%s#%05d", skBlob, id, i) }
+
+// parseStepSK returns the step of a step item's sort key.
+func parseStepSK(sk string) (int, bool) {
+	rest, ok := splitPrefix(sk, skStep)
+	if !ok || len(rest) != 10 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}
 
 func key(pk, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: str(pk), attrSK: str(sk)}
@@ -137,6 +153,73 @@ func getB(item map[string]types.AttributeValue, name string) ([]byte, bool) {
 		return nil, false
 	}
 	return v.Value, true
+}
+
+// getM reads a map attribute of an item; it is nil when the attribute is
+// missing or has another type.
+func getM(item map[string]types.AttributeValue, name string) map[string]types.AttributeValue {
+	v, ok := item[name].(*types.AttributeValueMemberM)
+	if !ok {
+		return nil
+	}
+	return v.Value
+}
+
+// itemSize returns the size of an item as DynamoDB counts it for its
+// limits and its request units: attribute names and values, strings and
+// binaries by their length, numbers by about a byte per two digits, maps
+// and lists with 3 bytes of their own and 1 per element.
+func itemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		digits := len(strings.TrimLeft(strings.TrimPrefix(v.Value, "-"), "0."))
+		return (digits+1)/2 + 1
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += len(k) + valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += valueSize(e) + 1
+		}
+		return n
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, e := range v.Value {
+			n += valueSize(&types.AttributeValueMemberN{Value: e})
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, e := range v.Value {
+			n += len(e)
+		}
+		return n
+	}
+	return 0
 }
 
 // marshal encodes v as compact JSON without escaping <, > and &, so that
@@ -236,16 +319,17 @@ func keyOf(item map[string]types.AttributeValue) itemKey {
 }
 
 // fetcher gathers the keys of items to read, reads them in as few
-// BatchGetItem calls as it can and resolves documents and blobs.
+// BatchGetItem calls as it can and resolves documents, blobs and values.
 type fetcher struct {
 	s     *Store
 	keys  []map[string]types.AttributeValue
 	seen  map[itemKey]bool
+	chans map[string]bool // channels to read from the vals of step items
 	items map[itemKey]map[string]types.AttributeValue
 }
 
 func (s *Store) newFetcher() *fetcher {
-	return &fetcher{s: s, seen: map[itemKey]bool{}, items: map[itemKey]map[string]types.AttributeValue{}}
+	return &fetcher{s: s, seen: map[itemKey]bool{}, chans: map[string]bool{}, items: map[itemKey]map[string]types.AttributeValue{}}
 }
 
 // add asks for an item.
@@ -256,6 +340,12 @@ func (f *fetcher) add(k map[string]types.AttributeValue) {
 	}
 	f.seen[ik] = true
 	f.keys = append(f.keys, k)
+}
+
+// addValue asks for the value of channel ch in the step item (pk, sk).
+func (f *fetcher) addValue(pk, sk, ch string) {
+	f.add(key(pk, sk))
+	f.chans[ch] = true
 }
 
 // addBlob asks for the chunks of a blob.
@@ -277,15 +367,40 @@ func (f *fetcher) addDoc(item map[string]types.AttributeValue, name string) erro
 	return nil
 }
 
-// fetch reads the items asked for since the last fetch.
+// fetch reads the items asked for since the last fetch. When values were
+// asked for, it reads only the keys, the chunks' payload and those values
+// (the request units are the same, the bytes fewer).
 func (f *fetcher) fetch(ctx context.Context) error {
 	keys := f.keys
 	f.keys = nil
-	items, err := f.s.batchGet(ctx, keys)
+	var proj *string
+	var names map[string]string
+	if len(f.chans) > 0 {
+		proj, names = valueProjection(slices.Sorted(maps.Keys(f.chans)))
+		clear(f.chans)
+	}
+	items, err := f.s.batchGet(ctx, keys, proj, names)
 	for _, it := range items {
 		f.items[keyOf(it)] = it
 	}
 	return err
+}
+
+// valueProjection returns a ProjectionExpression for the keys, the
+// payload of chunk items and the values of chans in step items.
+func valueProjection(chans []string) (*string, map[string]string) {
+	names := map[string]string{"#pk": attrPK, "#sk": attrSK, "#v": attrValue, "#vals": attrVals}
+	if len(chans) > maxProjectedChannels {
+		return aws.String("#pk, #sk, #v, #vals"), names
+	}
+	var b strings.Builder
+	b.WriteString("#pk, #sk, #v")
+	for i, ch := range chans {
+		alias := "#c" + strconv.Itoa(i)
+		names[alias] = ch
+		b.WriteString(", #vals." + alias)
+	}
+	return aws.String(b.String()), names
 }
 
 // item returns a fetched item, nil if it does not exist.
@@ -329,7 +444,8 @@ func (f *fetcher) doc(item map[string]types.AttributeValue, name string) (data [
 
 // batchGet reads items with strongly consistent reads, retrying the keys
 // DynamoDB leaves unprocessed. Items that do not exist are left out.
-func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
+// proj and names, if set, are the ProjectionExpression of every key.
+func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, proj *string, names map[string]string) ([]map[string]types.AttributeValue, error) {
 	var out []map[string]types.AttributeValue
 	for len(keys) > 0 {
 		n := min(len(keys), maxBatchGet)
@@ -343,7 +459,7 @@ func (s *Store) batchGet(ctx context.Context, keys []map[string]types.AttributeV
 			}
 			res, err := s.client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 				RequestItems: map[string]types.KeysAndAttributes{
-					s.table: {Keys: batch, ConsistentRead: aws.Bool(true)},
+					s.table: {Keys: batch, ConsistentRead: aws.Bool(true), ProjectionExpression: proj, ExpressionAttributeNames: names},
 				},
 			})
 			if err != nil {
@@ -415,8 +531,7 @@ func (s *Store) dropBlobs(ctx context.Context, pk string, refs []blobRef) {
 	_ = s.batchWrite(ctx, nil, keys)
 }
 
-// maxAttempts bounds the retries of transactions cancelled by conflicts
-// with other transactions and of unprocessed batch items.
+// maxAttempts bounds the retries of unprocessed batch items.
 const maxAttempts = 12
 
 // backoff waits before retry number attempt (1, 2, ...): exponential with
@@ -434,36 +549,6 @@ func backoff(ctx context.Context, attempt int) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// cancellation returns the reasons of a cancelled transaction.
-func cancellation(err error) ([]types.CancellationReason, bool) {
-	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		return nil, false
-	}
-	return tce.CancellationReasons, true
-}
-
-func reasonIs(reasons []types.CancellationReason, i int, code string) bool {
-	return i < len(reasons) && aws.ToString(reasons[i].Code) == code
-}
-
-// conflicted reports whether a transaction was cancelled only because
-// another transaction touched one of its items, or for throttling, so that
-// it may be retried.
-func conflicted(reasons []types.CancellationReason) bool {
-	conflict := false
-	for _, r := range reasons {
-		switch aws.ToString(r.Code) {
-		case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-			conflict = true
-		case "", "None":
-		default:
-			return false
-		}
-	}
-	return conflict
 }
 
 // isConditionFailed reports whether err is a failed condition of a single

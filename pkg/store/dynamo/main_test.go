@@ -30,6 +30,8 @@ type env struct {
 	client *dynamodb.Client
 	table  string
 	meter  *awsmeter.Meter
+	// capacity estimates the request units of the client's calls.
+	capacity *capacity
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
@@ -39,8 +41,9 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv := moto.Start(t)
 	meter := new(awsmeter.Meter)
+	ru := newCapacity()
 	client := dynamodb.NewFromConfig(srv.Config, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, meter.Install)
+		o.APIOptions = append(o.APIOptions, meter.Install, ru.install)
 	})
 	var b [4]byte
 	rand.Read(b[:])
@@ -52,7 +55,7 @@ func newEnv(t testing.TB) *env {
 	if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
 		t.Fatal(err)
 	}
-	return &env{client: client, table: table, meter: meter}
+	return &env{client: client, table: table, meter: meter, capacity: ru}
 }
 
 func (e *env) store(opts ...dynamo.Option) *dynamo.Store {

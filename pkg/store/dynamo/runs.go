@@ -440,7 +440,7 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		}
 	}
 
-	items, err := s.batchGet(ctx, keys)
+	items, err := s.batchGet(ctx, keys, nil, nil)
 	if err != nil {
 		return runs.Page{}, fmt.Errorf("dynamo: list runs: %w", err)
 	}

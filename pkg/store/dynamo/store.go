@@ -2,17 +2,23 @@
 // DynamoDB table, with aws-sdk-go-v2.
 //
 // Everything of a run lives in one partition, pk = RUN#<run id>: the run
-// record, the checkpoint head, one item per committed step, the channel
-// values as deltas (only the channels a step changed), the task results of
-// the open step and the chunks of values too large for an item. The layout
-// is described in README.md beside this file.
+// record, one item per committed step, the task results of the open step
+// and the chunks of values too large for an item. The layout is described
+// in README.md beside this file.
 //
-// Commit is one TransactWriteItems, conditioned on the head being at the
-// previous step, so that of several processes committing the same step
-// exactly one wins (fencing, not timing). Values over the 400 KB item limit,
-// and whatever would not fit the 100 items and 4 MB of a transaction, go to
-// chunk items written before the transaction under a key unique to the
-// commit, so a losing committer never overwrites what the winner wrote.
+// A step item holds the step's metadata, its manifest (where the value of
+// every channel is) and the values of the channels the step changed. Commit
+// is one conditional PutItem of that item: it fails if the step's item
+// exists, and the previous step's item must exist, so that of several
+// processes committing the same step exactly one wins (fencing, not
+// timing). Values that do not fit the 400 KB item go to chunk items written
+// before the put under a key unique to the commit, so a losing committer
+// never overwrites what the winner wrote.
+//
+// Committed steps never change, so a Store keeps those it wrote or read in
+// a cache bounded in bytes ([WithCacheSize]) and skips reading them again:
+// a Lambda container that runs the consecutive ticks of a run reads, per
+// superstep, only the newest step item and the open step's task results.
 //
 // Runs are listed through two global secondary indexes, by graph and by
 // status, both sorted by creation time. A finished run's record carries the
@@ -45,6 +51,13 @@ type Store struct {
 	table     string
 	retention time.Duration
 	now       func() time.Time
+	cacheSize int64
+	// steps caches committed steps, and newest the newest step of each
+	// run that steps has whole; tasks notes the task results of open
+	// steps, for their commit to delete.
+	steps  *lru[stepKey, *stepEntry]
+	newest *lru[string, int]
+	tasks  *lru[stepKey, taskNote]
 }
 
 var (
@@ -68,13 +81,28 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
+// WithCacheSize sets how many bytes of committed steps (their manifests
+// and values) the Store keeps in memory to save reading them again; 0
+// disables the cache. The default is [DefaultCacheSize].
+func WithCacheSize(bytes int64) Option {
+	return func(s *Store) { s.cacheSize = max(bytes, 0) }
+}
+
+// maxNotes bounds the runs whose newest cached step a Store remembers, and
+// the open steps whose task results it remembers for their commit to
+// delete.
+const maxNotes = 4096
+
 // New returns a Store on table, which must have the schema of
 // [CreateTable].
 func New(client *dynamodb.Client, table string, opts ...Option) *Store {
-	s := &Store{client: client, table: table, retention: DefaultRetention, now: time.Now}
+	s := &Store{client: client, table: table, retention: DefaultRetention, now: time.Now, cacheSize: DefaultCacheSize}
 	for _, o := range opts {
 		o(s)
 	}
+	s.steps = newLRU[stepKey, *stepEntry](s.cacheSize)
+	s.newest = newLRU[string, int](maxNotes)
+	s.tasks = newLRU[stepKey, taskNote](maxNotes)
 	return s
 }
 
