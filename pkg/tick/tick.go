@@ -224,9 +224,12 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 			}
 		}
 		// Record each result unless the step has a single task: then the
-		// commit follows at once and is the record.
-		record := len(tasks) > 1
-		results, err := h.executeInline(ctx, g, cp, inline, resume, record)
+		// commit follows at once and is the record. A single task needs no
+		// lease either: the tick queue is FIFO per run, so no other tick of
+		// the run runs at the same time, and its result is not recorded
+		// before the step commits. That saves a write per superstep.
+		multi := len(tasks) > 1
+		results, err := h.executeInline(ctx, g, cp, inline, resume, multi, multi)
 		if err != nil {
 			return err
 		}
@@ -315,7 +318,7 @@ func (h *Handler) answer(ctx context.Context, run runs.Run, step int, pending []
 }
 
 // executeInline runs tasks concurrently in this process.
-func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, resume map[string]map[string]json.RawMessage, record bool) ([]pregel.TaskResult, error) {
+func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, resume map[string]map[string]json.RawMessage, record, lease bool) ([]pregel.TaskResult, error) {
 	results := make([]pregel.TaskResult, len(tasks))
 	errs := make([]error, len(tasks))
 	claimed := make([]bool, len(tasks))
@@ -323,8 +326,11 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel
 	var wg sync.WaitGroup
 	for i, task := range tasks {
 		wg.Go(func() {
-			if claimed[i], errs[i] = h.claim(ctx, task, len(resume[task.ID]), owner); !claimed[i] {
-				return
+			claimed[i] = true
+			if lease {
+				if claimed[i], errs[i] = h.claim(ctx, task, len(resume[task.ID]), owner); !claimed[i] {
+					return
+				}
 			}
 			res := g.Execute(ctx, task, cp.Values, resume[task.ID])
 			if record || !res.Final() || res.Status == pregel.NodeFailed {
