@@ -1,0 +1,824 @@
+package awsbench_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	mathrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/superstep/superstep/bench/awsbench"
+	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/awsmeter"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/serverless"
+	"github.com/superstep/superstep/pkg/store/dynamo"
+)
+
+// The benchmarks of this file run the serverless runtime on moto_server
+// with the real aws-sdk-go-v2 clients and handlers (pkg/serverless), and
+// count what a superstep costs in AWS requests, request units and dollars.
+// See the package documentation and bench/README.md.
+
+// moto is the emulator the tests and benchmarks of this package share.
+var moto mototest.Shared
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// go test prints a skipped benchmark's message only with -v: say it
+	// here, so that `make bench` does not pass over them silently.
+	if bench := flag.Lookup("test.bench"); bench != nil && bench.Value.String() != "" {
+		ci := strings.TrimSpace(os.Getenv("CI"))
+		strict := ci != "" && !strings.EqualFold(ci, "false") && ci != "0" // as mototest decides
+		if _, err := exec.LookPath(mototest.Binary); err != nil && !strict {
+			fmt.Fprintf(os.Stderr, "awsbench: SKIPPING the AWS benchmarks: %s is not on PATH; install it with pip install 'moto[server]'\n", mototest.Binary)
+		}
+	}
+	code := m.Run()
+	if err := moto.Close(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// Graph names of the scenarios.
+const (
+	inlineGraph = "bench-inline"
+	remoteGraph = "bench-remote"
+	largeGraph  = "bench-large"
+)
+
+// largeDocBytes is the size of the large scenario's unchanging channel.
+const largeDocBytes = 300 << 10
+
+// loopState is the state of the inline and remote loops: Limit is the
+// input, Count goes up by one per superstep.
+type loopState struct {
+	Limit int `json:"limit"`
+	Count int `json:"count"`
+}
+
+// largeState adds to the loop a document of largeDocBytes that the first
+// superstep writes and no other changes.
+type largeState struct {
+	Limit int    `json:"limit"`
+	Count int    `json:"count"`
+	Doc   string `json:"doc,omitempty"`
+}
+
+// largeDoc is the document of the large scenario: base64 of random bytes
+// (fixed seed), so that it does not compress much more than text would.
+var largeDoc = sync.OnceValue(func() string {
+	r := mathrand.NewChaCha8([32]byte{'s', 'u', 'p', 'e', 'r', 's', 't', 'e', 'p'})
+	raw := make([]byte, largeDocBytes*3/4)
+	r.Read(raw)
+	return base64.StdEncoding.EncodeToString(raw)
+})
+
+// loopGraph is Start -> step, step routing back to itself until done; the
+// node's body is step, its options opts (pregel.Remote() for the remote
+// loop).
+func loopGraph[S any](tb testing.TB, name string, step func(S) S, done func(S) bool, opts ...pregel.NodeOption) *pregel.Graph {
+	tb.Helper()
+	g := pregel.NewGraph[S](name)
+	g.AddFunc("step", func(_ context.Context, s S) (S, error) { return step(s), nil }, opts...)
+	g.AddEdge(pregel.Start, "step")
+	g.AddConditionalEdges("step", func(_ context.Context, s S) ([]string, error) {
+		if done(s) {
+			return []string{pregel.End}, nil
+		}
+		return []string{"step"}, nil
+	}, "step", pregel.End)
+	cg, err := g.Compile(pregel.MaxSteps(1000))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cg
+}
+
+func registry(tb testing.TB) *runs.Registry {
+	tb.Helper()
+	inc := func(s loopState) loopState { return loopState{Count: s.Count + 1} }
+	loopDone := func(s loopState) bool { return s.Count >= s.Limit }
+	large := func(s largeState) largeState {
+		out := largeState{Count: s.Count + 1}
+		if s.Doc == "" {
+			out.Doc = largeDoc()
+		}
+		return out
+	}
+	reg, err := runs.NewRegistry(
+		loopGraph(tb, inlineGraph, inc, loopDone),
+		loopGraph(tb, remoteGraph, inc, loopDone, pregel.Remote()),
+		loopGraph(tb, largeGraph, large, func(s largeState) bool { return s.Count >= s.Limit }),
+	)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return reg
+}
+
+// scenario is one benchmark: a graph, the number of supersteps by which
+// its long run exceeds its short one, and its cost target in dollars per
+// million supersteps, if it has one.
+type scenario struct {
+	graph  string
+	steps  int
+	target float64
+}
+
+// inlineTarget is the cost target for inline nodes, in dollars per million
+// supersteps.
+const inlineTarget = 3.0
+
+var (
+	inline = scenario{graph: inlineGraph, steps: 20, target: inlineTarget}
+	remote = scenario{graph: remoteGraph, steps: 20}
+	large  = scenario{graph: largeGraph, steps: 10}
+)
+
+func BenchmarkAWSInline(b *testing.B)     { benchScenario(b, inline) }
+func BenchmarkAWSRemote(b *testing.B)     { benchScenario(b, remote) }
+func BenchmarkAWSLargeState(b *testing.B) { benchScenario(b, large) }
+
+// Execution environments: each function (api, tick, node) has an App of
+// its own, as on Lambda, where they are separate processes; the Store in
+// an App caches what it read and wrote. warm keeps one App per function
+// for every invocation (one warm execution environment each: the best
+// case for the cache); cold makes a new App for each invocation (a fresh
+// environment each time: the worst case).
+var environments = []string{"warm", "cold"}
+
+// benchScenario runs sc in each kind of execution environment.
+func benchScenario(b *testing.B, sc scenario) {
+	for _, env := range environments {
+		b.Run(env, func(b *testing.B) { benchRuns(b, sc, env == "warm") })
+	}
+}
+
+// benchRuns runs, per iteration, a run of one superstep and a run of
+// 1+sc.steps supersteps, and reports the difference per superstep: what
+// one more superstep costs, without the run's creation and completion.
+func benchRuns(b *testing.B, sc scenario, warm bool) {
+	d := deploy(b, warm)
+	var short, long tally
+	n := 0
+	for b.Loop() {
+		short = short.add(d.run(b, sc.graph, fmt.Sprintf("short-%d", n), 1))
+		long = long.add(d.run(b, sc.graph, fmt.Sprintf("long-%d", n), 1+sc.steps))
+		n++
+	}
+	if err := d.capacity.Err(); err != nil {
+		b.Fatal(err)
+	}
+	r := newReport(short, long, n, sc.steps)
+	r.reportMetrics(b)
+	// go test shows only 10 lines of a benchmark's log without -v.
+	if testing.Verbose() {
+		b.Log("\n" + r.String(b.Name()))
+	} else {
+		b.Log("\n" + r.summary(b.Name(), sc.target))
+	}
+}
+
+// TestScenarios checks the harness on short runs: the shape of each
+// scenario's superstep (invocations, queue messages) and that request
+// units and dollars come out positive.
+func TestScenarios(t *testing.T) {
+	for _, env := range environments {
+		t.Run(env, func(t *testing.T) { testScenarios(t, env == "warm") })
+	}
+}
+
+func testScenarios(t *testing.T, warm bool) {
+	d := deploy(t, warm)
+	for _, tc := range []struct {
+		sc scenario
+		// Per superstep: Lambda invocations, FIFO and standard sends.
+		invocations, fifoSends, stdSends float64
+	}{
+		{inline, 1, 1, 0},
+		{remote, 3, 2, 1},
+		{large, 1, 1, 0},
+	} {
+		t.Run(tc.sc.graph, func(t *testing.T) {
+			const steps = 2
+			short := d.run(t, tc.sc.graph, "short", 1)
+			long := d.run(t, tc.sc.graph, "long", 1+steps)
+			r := newReport(short, long, 1, steps)
+			m := r.marginal
+			if got := m.sum("inv."); got != tc.invocations {
+				t.Errorf("%v Lambda invocations per superstep, want %v", got, tc.invocations)
+			}
+			if got := m["q.fifo.SendMessage"]; got != tc.fifoSends {
+				t.Errorf("%v tick messages per superstep, want %v", got, tc.fifoSends)
+			}
+			if got := m["q.std.SendMessage"]; got != tc.stdSends {
+				t.Errorf("%v node-task messages per superstep, want %v", got, tc.stdSends)
+			}
+			if rec, del := m.sum("esm.ReceiveMessage"), m.sum("esm.DeleteMessage"); rec != tc.invocations || del != tc.invocations {
+				t.Errorf("event source mapping: %v receives and %v deletes per superstep, want %v each", rec, del, tc.invocations)
+			}
+			if m.sum("wru.") <= 0 || m.sum("rru.") <= 0 || r.usd(0) <= 0 {
+				t.Errorf("no request units or cost counted: %v", m)
+			}
+			t.Log("\n" + r.String(t.Name()))
+		})
+	}
+	if err := d.capacity.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deployment is a table and queues on the emulator, the functions' Apps on
+// them, and the meters.
+type deployment struct {
+	// cfg, awsCfg, graphs and logger make the Apps.
+	cfg    serverless.Config
+	awsCfg aws.Config
+	graphs *runs.Registry
+	logger *slog.Logger
+	// warm keeps one App per function in apps; otherwise every
+	// invocation has a new one.
+	warm bool
+	apps map[string]*serverless.App
+	// verify reads runs back, unmetered.
+	verify *dynamo.Store
+	// esm receives and deletes messages as the event source mappings do.
+	esm *sqs.Client
+	// arns maps queue URLs to ARNs, for the events.
+	arns map[string]string
+
+	appMeter, esmMeter awsmeter.Meter
+	capacity           *awsbench.CapacityMeter
+	queues             *queueMeter
+	logs               *syncBuffer
+
+	// Handler invocations and their durations, by function.
+	invocations map[string]float64
+	durations   map[string]time.Duration
+}
+
+func deploy(tb testing.TB, warm bool) *deployment {
+	tb.Helper()
+	srv := moto.Start(tb)
+	ctx := tb.Context()
+	var b [4]byte
+	rand.Read(b[:])
+	prefix := "bench-" + hex.EncodeToString(b[:])
+	cfg, err := serverless.Provision(ctx, srv.Config, serverless.Resources{Prefix: prefix, VisibilityTimeout: 30 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := &deployment{
+		cfg:         cfg,
+		graphs:      registry(tb),
+		warm:        warm,
+		apps:        map[string]*serverless.App{},
+		verify:      dynamo.New(dynamodb.NewFromConfig(srv.Config), cfg.Table),
+		capacity:    &awsbench.CapacityMeter{Reader: dynamodb.NewFromConfig(srv.Config)},
+		queues:      &queueMeter{},
+		logs:        &syncBuffer{},
+		arns:        map[string]string{},
+		invocations: map[string]float64{},
+		durations:   map[string]time.Duration{},
+	}
+	d.awsCfg = srv.Config.Copy()
+	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, d.appMeter.Install, d.capacity.Install, d.queues.Install)
+	d.logger = slog.New(slog.NewJSONHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	esmCfg := srv.Config.Copy()
+	esmCfg.APIOptions = append(esmCfg.APIOptions, d.esmMeter.Install, d.queues.Install)
+	d.esm = sqs.NewFromConfig(esmCfg)
+	plain := sqs.NewFromConfig(srv.Config)
+	for _, url := range []string{cfg.TickQueueURL, cfg.NodeQueueURL} {
+		out, err := plain.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl:       aws.String(url),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		d.arns[url] = out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("logs:\n%s", d.logs)
+		}
+	})
+	return d
+}
+
+// app returns the App that serves an invocation of function fn: the
+// function's own when warm, a new one otherwise.
+func (d *deployment) app(tb testing.TB, fn string) *serverless.App {
+	tb.Helper()
+	if a, ok := d.apps[fn]; ok {
+		return a
+	}
+	a, err := serverless.New(serverless.Options{Config: d.cfg, AWS: d.awsCfg, Graphs: d.graphs, Logger: d.logger})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if d.warm {
+		d.apps[fn] = a
+	}
+	return a
+}
+
+// run creates a run of graph counting to limit, as the api function does,
+// and delivers its messages to the tick and node handlers one at a time,
+// as the event source mappings (batch size 1) do, until none is left. It
+// checks that the run completed and returns what it used.
+func (d *deployment) run(tb testing.TB, graph, name string, limit int) tally {
+	tb.Helper()
+	ctx := tb.Context()
+	var b [3]byte
+	rand.Read(b[:])
+	id := fmt.Sprintf("%s-%s-%s", graph, name, hex.EncodeToString(b[:]))
+	before := d.snapshot()
+	api := d.app(tb, "api")
+	d.invoke(tb, "api", func() error {
+		_, _, err := api.Service.Create(ctx, graph, runs.CreateRequest{RunID: id, Input: json.RawMessage(fmt.Sprintf(`{"limit": %d}`, limit))})
+		return err
+	})
+	for {
+		url, ok := d.queues.next()
+		if !ok {
+			break
+		}
+		d.deliver(tb, url)
+	}
+	used := d.snapshot().sub(before)
+
+	r, err := d.verify.GetRun(ctx, id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if r.Status != pregel.RunCompleted || r.Step != limit {
+		tb.Fatalf("run %s is %s at step %d (error %q), want completed at step %d", id, r.Status, r.Step, r.Error, limit)
+	}
+	cp, err := d.verify.Load(ctx, id, pregel.Latest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var count int
+	if err := json.Unmarshal(cp.Values["count"], &count); err != nil || count != limit {
+		tb.Fatalf("run %s: count %s, want %d", id, cp.Values["count"], limit)
+	}
+	if graph == largeGraph && len(cp.Values["doc"]) != len(largeDoc())+2 {
+		tb.Fatalf("run %s: the document is %d bytes, want %d", id, len(cp.Values["doc"]), len(largeDoc())+2)
+	}
+	return used
+}
+
+// deliver receives one message from the queue at url, hands it to the
+// function that consumes the queue and deletes it, as an event source
+// mapping with batch size 1 and ReportBatchItemFailures does.
+func (d *deployment) deliver(tb testing.TB, url string) {
+	tb.Helper()
+	ctx := tb.Context()
+	out, err := d.esm.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(url),
+		MaxNumberOfMessages:         1,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+		MessageAttributeNames:       []string{"All"},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(out.Messages) != 1 {
+		tb.Fatalf("received %d messages from %s, want the one sent", len(out.Messages), url)
+	}
+	m := out.Messages[0]
+	ev := events.SQSEvent{Records: []events.SQSMessage{{
+		MessageId:      aws.ToString(m.MessageId),
+		ReceiptHandle:  aws.ToString(m.ReceiptHandle),
+		Body:           aws.ToString(m.Body),
+		Md5OfBody:      aws.ToString(m.MD5OfBody),
+		Attributes:     m.Attributes,
+		EventSource:    "aws:sqs",
+		EventSourceARN: d.arns[url],
+		AWSRegion:      mototest.Region,
+	}}}
+	fn := "tick"
+	if url == d.cfg.NodeQueueURL {
+		fn = "node"
+	}
+	app := d.app(tb, fn)
+	handler := app.HandleTick
+	if fn == "node" {
+		handler = app.HandleNode
+	}
+	var resp events.SQSEventResponse
+	d.invoke(tb, fn, func() error {
+		var err error
+		resp, err = handler(ctx, ev)
+		return err
+	})
+	if len(resp.BatchItemFailures) > 0 {
+		tb.Fatalf("the %s function reported %s as failed; logs:\n%s", fn, aws.ToString(m.Body), d.logs)
+	}
+	if _, err := d.esm.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// invoke calls a handler as one invocation of function fn and adds its
+// duration, less the capacity meter's own reads, to the function's.
+func (d *deployment) invoke(tb testing.TB, fn string, call func() error) {
+	tb.Helper()
+	overhead := d.capacity.Overhead()
+	start := time.Now()
+	err := call()
+	elapsed := time.Since(start) - (d.capacity.Overhead() - overhead)
+	if err != nil {
+		tb.Fatalf("%s function: %v", fn, err)
+	}
+	d.invocations[fn]++
+	d.durations[fn] += elapsed
+}
+
+// snapshot is every counter now.
+func (d *deployment) snapshot() tally {
+	t := tally{}
+	for name, op := range d.appMeter.Snapshot().Ops {
+		svc := "ddb"
+		if sqsOps[name] {
+			svc = "sqs"
+		}
+		t[svc+".req."+name] += float64(op.Requests)
+		t[svc+".reqB."+name] += float64(op.RequestBytes)
+		t[svc+".respB."+name] += float64(op.ResponseBytes)
+		t[svc+".err."+name] += float64(op.Errors)
+	}
+	for name, op := range d.esmMeter.Snapshot().Ops {
+		t["esm."+name] += float64(op.Requests)
+		t["sqs.req."+name] += float64(op.Requests)
+		t["sqs.err."+name] += float64(op.Errors)
+	}
+	for name, u := range d.capacity.Snapshot() {
+		t["rru."+name] += u.Read
+		t["wru."+name] += u.Write
+		t["gsi."+name] += u.IndexWrite
+	}
+	for k, v := range d.queues.snapshot() {
+		t[k] += v
+	}
+	for fn, n := range d.invocations {
+		t["inv."+fn] = n
+		t["dur."+fn] = d.durations[fn].Seconds()
+	}
+	return t
+}
+
+// sqsOps names the SQS operations the App's clients call; the others are
+// DynamoDB's.
+var sqsOps = map[string]bool{
+	"SendMessage": true, "SendMessageBatch": true, "ReceiveMessage": true,
+	"DeleteMessage": true, "DeleteMessageBatch": true, "ChangeMessageVisibility": true,
+	"GetQueueAttributes": true, "GetQueueUrl": true, "CreateQueue": true, "SetQueueAttributes": true,
+}
+
+// queueMeter is an SDK middleware that counts SQS requests and their
+// payload bytes by queue type (FIFO or standard), which SQS prices apart,
+// and remembers the queues messages were sent to, in order, so that the
+// harness delivers each message from the right queue.
+type queueMeter struct {
+	mu     sync.Mutex
+	counts tally
+	sent   []string
+}
+
+// Install adds the middleware to a client's stack.
+func (q *queueMeter) Install(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("superstep.awsbench.queues", q.handle), middleware.After)
+}
+
+func (q *queueMeter) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+	var op, url string
+	payload := 0
+	switch p := in.Parameters.(type) {
+	case *sqs.SendMessageInput:
+		op, url, payload = "SendMessage", aws.ToString(p.QueueUrl), len(aws.ToString(p.MessageBody))
+	case *sqs.ReceiveMessageInput:
+		op, url = "ReceiveMessage", aws.ToString(p.QueueUrl)
+	case *sqs.DeleteMessageInput:
+		op, url = "DeleteMessage", aws.ToString(p.QueueUrl)
+	default:
+		return next.HandleInitialize(ctx, in)
+	}
+	out, md, err := next.HandleInitialize(ctx, in)
+	if r, ok := out.Result.(*sqs.ReceiveMessageOutput); ok && err == nil {
+		for _, m := range r.Messages {
+			payload += len(aws.ToString(m.Body))
+		}
+	}
+	kind := "std"
+	if strings.HasSuffix(url, ".fifo") {
+		kind = "fifo"
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.counts == nil {
+		q.counts = tally{}
+	}
+	q.counts["q."+kind+"."+op]++
+	q.counts["qB."+kind+"."+op] += float64(payload)
+	if op == "SendMessage" && err == nil {
+		q.sent = append(q.sent, url)
+	}
+	return out, md, err
+}
+
+// next pops the queue of the oldest message sent and not yet delivered.
+func (q *queueMeter) next() (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.sent) == 0 {
+		return "", false
+	}
+	url := q.sent[0]
+	q.sent = q.sent[1:]
+	return url, true
+}
+
+func (q *queueMeter) snapshot() tally {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.counts.add(nil)
+}
+
+// tally is a set of named counters.
+type tally map[string]float64
+
+// add returns t + u.
+func (t tally) add(u tally) tally {
+	out := make(tally, len(t))
+	for k, v := range t {
+		out[k] = v
+	}
+	for k, v := range u {
+		out[k] += v
+	}
+	return out
+}
+
+// sub returns t - u.
+func (t tally) sub(u tally) tally { return t.add(u.scale(-1)) }
+
+// scale returns t * f.
+func (t tally) scale(f float64) tally {
+	out := make(tally, len(t))
+	for k, v := range t {
+		out[k] = v * f
+	}
+	return out
+}
+
+// sum adds the counters whose names start with prefix.
+func (t tally) sum(prefix string) float64 {
+	s := 0.0
+	for k, v := range t {
+		if strings.HasPrefix(k, prefix) {
+			s += v
+		}
+	}
+	return s
+}
+
+// ops lists the operation names of the counters starting with prefix.
+func (t tally) ops(prefix string) []string {
+	var out []string
+	for k, v := range t {
+		if name, ok := strings.CutPrefix(k, prefix); ok && v != 0 {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// assumedDuration is the conservative handler duration the cost is also
+// given at.
+const assumedDuration = 50 * time.Millisecond
+
+// memoryMB is each function's memory in infra/template.yaml.
+var memoryMB = map[string]int{"api": awsbench.APIMemoryMB, "tick": awsbench.TickMemoryMB, "node": awsbench.NodeMemoryMB}
+
+// report is what a scenario costs: per superstep (the marginal cost of one
+// more) and per run (the rest).
+type report struct {
+	// marginal is per superstep: (long runs - short runs) / (runs * steps).
+	marginal tally
+	// overhead is per run: a short run less one superstep, the intercept
+	// of cost(run of L supersteps) = overhead + L*marginal. It holds what
+	// only a run's creation, first step and completion do; it can be
+	// negative where the first step does less than the others (the large
+	// scenario's first step reads no document).
+	overhead tally
+	runs     int
+	steps    int
+}
+
+func newReport(short, long tally, runs, steps int) report {
+	m := long.sub(short).scale(1 / float64(runs*steps))
+	return report{marginal: m, overhead: short.scale(1 / float64(runs)).sub(m), runs: runs, steps: steps}
+}
+
+// usage converts counters into priced usage; each invocation lasts d, or,
+// when d is zero, the mean measured duration of the function's.
+func usage(t tally, d time.Duration) awsbench.Usage {
+	u := awsbench.Usage{
+		WriteRequestUnits: t.sum("wru."),
+		ReadRequestUnits:  t.sum("rru."),
+	}
+	for _, op := range t.ops("q.fifo.") {
+		u.SQSFIFORequests += awsbench.SQSBilledRequests(t["q.fifo."+op], t["qB.fifo."+op])
+	}
+	for _, op := range t.ops("q.std.") {
+		u.SQSStandardRequests += awsbench.SQSBilledRequests(t["q.std."+op], t["qB.std."+op])
+	}
+	for _, fn := range t.ops("inv.") {
+		n := t["inv."+fn]
+		u.LambdaInvocations += n
+		each := d
+		if each == 0 && n > 0 {
+			each = time.Duration(t["dur."+fn] / n * float64(time.Second))
+		}
+		u.LambdaGBSeconds += awsbench.GBSeconds(memoryMB[fn], each, n)
+	}
+	return u
+}
+
+// usd is the cost of a superstep with invocations lasting d (zero: as
+// measured).
+func (r report) usd(d time.Duration) float64 { return awsbench.Price(usage(r.marginal, d)).Total() }
+
+// meanDuration is the mean measured duration of an invocation in t, over
+// the functions invoked.
+func meanDuration(t tally) time.Duration {
+	var n, secs float64
+	for _, fn := range t.ops("inv.") {
+		n += t["inv."+fn]
+		secs += t["dur."+fn]
+	}
+	if n <= 0 {
+		return 0
+	}
+	return time.Duration(secs / n * float64(time.Second))
+}
+
+// ddbWrites names the DynamoDB operations that write.
+var ddbWrites = map[string]bool{"PutItem": true, "UpdateItem": true, "DeleteItem": true, "BatchWriteItem": true, "TransactWriteItems": true}
+
+func (r report) reportMetrics(b *testing.B) {
+	m := r.marginal
+	var writeBytes, readBytes float64
+	for _, op := range m.ops("ddb.req.") {
+		if ddbWrites[op] {
+			writeBytes += m["ddb.reqB."+op]
+		} else {
+			readBytes += m["ddb.respB."+op]
+		}
+	}
+	b.ReportMetric(m.sum("ddb.req."), "ddb-req/superstep")
+	b.ReportMetric(m.sum("sqs.req."), "sqs-req/superstep")
+	b.ReportMetric(m.sum("inv."), "lambda-inv/superstep")
+	b.ReportMetric(writeBytes, "ddb-write-B/superstep")
+	b.ReportMetric(readBytes, "ddb-read-B/superstep")
+	b.ReportMetric(m.sum("wru."), "WRU/superstep")
+	b.ReportMetric(m.sum("rru."), "RRU/superstep")
+	b.ReportMetric(float64(meanDuration(m))/1e6, "ms/invocation")
+	b.ReportMetric(awsbench.PerMillion(r.usd(0)), "usd/1M-supersteps")
+	b.ReportMetric(awsbench.PerMillion(r.usd(assumedDuration)), "usd/1M-supersteps@50ms")
+	b.ReportMetric(awsbench.PerMillion(awsbench.Price(usage(r.overhead, 0)).Total()), "overhead-usd/1M-runs")
+}
+
+// String is the breakdown of a superstep's cost, for the log.
+func (r report) String(name string) string {
+	m := r.marginal
+	var w bytes.Buffer
+	fmt.Fprintf(&w, "%s: per superstep (the difference between runs of %d and 1 supersteps, %d pair(s) of runs)\n", name, 1+r.steps, r.runs)
+	fmt.Fprintf(&w, "  %-28s %8s %10s %9s %9s %12s\n", "request", "count", "bytes", "RRU", "WRU", "$/1M steps")
+	for _, op := range m.ops("ddb.req.") {
+		c := awsbench.Price(awsbench.Usage{ReadRequestUnits: m["rru."+op], WriteRequestUnits: m["wru."+op]}).Total()
+		bytes := m["ddb.respB."+op]
+		if ddbWrites[op] {
+			bytes = m["ddb.reqB."+op]
+		}
+		fmt.Fprintf(&w, "  %-28s %8.2f %10.0f %9.2f %9.2f %12.4f\n", "DynamoDB "+op, m["ddb.req."+op], bytes, m["rru."+op], m["wru."+op], awsbench.PerMillion(c))
+		if g := m["gsi."+op]; g != 0 {
+			fmt.Fprintf(&w, "  %-28s %8s %10s %9s %9.2f\n", "  of which index writes", "", "", "", g)
+		}
+	}
+	for _, kind := range []string{"fifo", "std"} {
+		for _, op := range m.ops("q." + kind + ".") {
+			n := awsbench.SQSBilledRequests(m["q."+kind+"."+op], m["qB."+kind+"."+op])
+			var c float64
+			if kind == "fifo" {
+				c = awsbench.Price(awsbench.Usage{SQSFIFORequests: n}).Total()
+			} else {
+				c = awsbench.Price(awsbench.Usage{SQSStandardRequests: n}).Total()
+			}
+			fmt.Fprintf(&w, "  %-28s %8.2f %10.0f %9s %9s %12.4f\n", "SQS "+kind+" "+op, m["q."+kind+"."+op], m["qB."+kind+"."+op], "", "", awsbench.PerMillion(c))
+		}
+	}
+	for _, fn := range m.ops("inv.") {
+		n := m["inv."+fn]
+		each := time.Duration(m["dur."+fn] / n * float64(time.Second))
+		fmt.Fprintf(&w, "  %-28s %8.2f   mean %.1f ms at %d MB\n", "Lambda "+fn+" invocations", n, float64(each)/1e6, memoryMB[fn])
+	}
+	for _, d := range []time.Duration{0, assumedDuration} {
+		c := awsbench.Price(usage(m, d))
+		label := fmt.Sprintf("measured (%.1f ms per invocation)", float64(meanDuration(m))/1e6)
+		if d != 0 {
+			label = fmt.Sprintf("%v per invocation", d)
+		}
+		fmt.Fprintf(&w, "  cost per 1M supersteps, Lambda duration %s:\n", label)
+		for _, part := range c.Components() {
+			if part.USD != 0 {
+				fmt.Fprintf(&w, "    %-28s $%8.4f  %5.1f%%\n", part.Name, awsbench.PerMillion(part.USD), 100*part.USD/c.Total())
+			}
+		}
+		fmt.Fprintf(&w, "    %-28s $%8.4f  — %s\n", "total", awsbench.PerMillion(c.Total()), awsbench.StepFunctionsRatio(c.Total()))
+	}
+	fmt.Fprintf(&w, "  per run, the intercept of cost = overhead + supersteps*marginal (creation, first step, completion): $%.4f per 1M runs, %.1f DynamoDB and %.1f SQS requests, %.1f WRU, %.1f RRU\n",
+		awsbench.PerMillion(awsbench.Price(usage(r.overhead, 0)).Total()), r.overhead.sum("ddb.req."), r.overhead.sum("sqs.req."), r.overhead.sum("wru."), r.overhead.sum("rru."))
+	if e := m.sum("ddb.err.") + m.sum("sqs.err."); e != 0 {
+		fmt.Fprintf(&w, "  note: %.2f failed requests per superstep (conditions, retries) are counted above\n", e)
+	}
+	return w.String()
+}
+
+// summary is the report in under 10 lines; target is the cost target in
+// dollars per million supersteps, zero for none.
+func (r report) summary(name string, target float64) string {
+	m := r.marginal
+	var w bytes.Buffer
+	var writeBytes float64
+	for op := range ddbWrites {
+		writeBytes += m["ddb.reqB."+op]
+	}
+	fmt.Fprintf(&w, "%s, per superstep (runs of %d and 1 supersteps): %.1f DynamoDB requests (%.1f RRU, %.1f WRU, %.0f bytes written), %.1f SQS requests (%.1f FIFO, %.1f standard), %.1f Lambda invocations (%.1f ms each, measured)\n",
+		name, 1+r.steps, m.sum("ddb.req."), m.sum("rru."), m.sum("wru."), writeBytes, m.sum("sqs.req."), m.sum("q.fifo."), m.sum("q.std."), m.sum("inv."), float64(meanDuration(m))/1e6)
+	measured, assumed := r.usd(0), r.usd(assumedDuration)
+	fmt.Fprintf(&w, "  $ per 1M supersteps: %.2f (measured durations), %.2f (%v per invocation); %s\n",
+		awsbench.PerMillion(measured), awsbench.PerMillion(assumed), assumedDuration, awsbench.StepFunctionsRatio(max(measured, assumed)))
+	c := awsbench.Price(usage(m, assumedDuration))
+	var parts []string
+	for _, p := range c.Components() {
+		if p.USD != 0 {
+			parts = append(parts, fmt.Sprintf("%s $%.2f (%.0f%%)", p.Name, awsbench.PerMillion(p.USD), 100*p.USD/c.Total()))
+		}
+	}
+	fmt.Fprintf(&w, "  at %v: %s\n", assumedDuration, strings.Join(parts, ", "))
+	if target > 0 {
+		verdict := func(usd float64) string {
+			if awsbench.PerMillion(usd) < target {
+				return "met"
+			}
+			return "NOT met"
+		}
+		fmt.Fprintf(&w, "  target, under $%.2f per 1M supersteps: %s with the measured durations, %s at %v\n", target, verdict(measured), verdict(assumed), assumedDuration)
+	}
+	fmt.Fprintf(&w, "  (-v for the breakdown by request)\n")
+	return w.String()
+}
+
+// syncBuffer collects log lines written concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
