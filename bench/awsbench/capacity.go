@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 
 // Request unit sizes: a write unit covers 1 KB of item, a read unit 4 KB.
@@ -217,7 +218,7 @@ func (m *CapacityMeter) handle(ctx context.Context, in middleware.InitializeInpu
 	}
 	var u Units
 	for i, t := range targets {
-		u.Write += factor * writeUnits(max(ItemSize(before[i]), ItemSize(after[i])))
+		u.Write += factor * writeUnits(max(dynamo.ItemSize(before[i]), dynamo.ItemSize(after[i])))
 		if !t.check {
 			iw := m.indexWrites(ctx0, t.table, before[i], after[i])
 			u.Write += iw
@@ -249,7 +250,7 @@ func (m *CapacityMeter) read(ctx context.Context, op string, in, out any) {
 		if p.ProjectionExpression != nil || len(p.AttributesToGet) > 0 {
 			m.timed(func() { item = m.get(ctx, aws.ToString(p.TableName), p.Key) })
 		}
-		u.Read = readUnits(ItemSize(item), aws.ToBool(p.ConsistentRead), 1)
+		u.Read = readUnits(dynamo.ItemSize(item), aws.ToBool(p.ConsistentRead), 1)
 	case *dynamodb.BatchGetItemInput:
 		o, _ := out.(*dynamodb.BatchGetItemOutput)
 		m.timed(func() {
@@ -262,7 +263,7 @@ func (m *CapacityMeter) read(ctx context.Context, op string, in, out any) {
 					if slices.ContainsFunc(unprocessed, func(x map[string]types.AttributeValue) bool { return reflect.DeepEqual(x, k) }) {
 						continue
 					}
-					u.Read += readUnits(ItemSize(m.get(ctx, table, k)), aws.ToBool(ka.ConsistentRead), 1)
+					u.Read += readUnits(dynamo.ItemSize(m.get(ctx, table, k)), aws.ToBool(ka.ConsistentRead), 1)
 				}
 			}
 		})
@@ -270,7 +271,7 @@ func (m *CapacityMeter) read(ctx context.Context, op string, in, out any) {
 		m.timed(func() {
 			for _, it := range p.TransactItems {
 				if it.Get != nil {
-					u.Read += readUnits(ItemSize(m.get(ctx, aws.ToString(it.Get.TableName), it.Get.Key)), true, 2)
+					u.Read += readUnits(dynamo.ItemSize(m.get(ctx, aws.ToString(it.Get.TableName), it.Get.Key)), true, 2)
 				}
 			}
 		})
@@ -278,7 +279,7 @@ func (m *CapacityMeter) read(ctx context.Context, op string, in, out any) {
 		m.timed(func() {
 			size := 0
 			for _, it := range m.evaluated(ctx, p) {
-				size += ItemSize(it)
+				size += dynamo.ItemSize(it)
 			}
 			u.Read = readUnits(size, aws.ToBool(p.ConsistentRead), 1)
 		})
@@ -441,13 +442,13 @@ func (m *CapacityMeter) indexWrites(ctx context.Context, table string, before, a
 		switch {
 		case eb == nil && ea == nil:
 		case eb == nil:
-			units += writeUnits(ItemSize(ea))
+			units += writeUnits(dynamo.ItemSize(ea))
 		case ea == nil:
-			units += writeUnits(ItemSize(eb))
+			units += writeUnits(dynamo.ItemSize(eb))
 		case !sameAttrs(eb, ea, ix.keys):
-			units += writeUnits(ItemSize(eb)) + writeUnits(ItemSize(ea))
+			units += writeUnits(dynamo.ItemSize(eb)) + writeUnits(dynamo.ItemSize(ea))
 		case !reflect.DeepEqual(eb, ea):
-			units += writeUnits(max(ItemSize(eb), ItemSize(ea)))
+			units += writeUnits(max(dynamo.ItemSize(eb), dynamo.ItemSize(ea)))
 		}
 	}
 	return units
@@ -486,70 +487,4 @@ func sameAttrs(a, b map[string]types.AttributeValue, names []string) bool {
 		}
 	}
 	return true
-}
-
-// ItemSize is the size of an item as DynamoDB counts it for request units:
-// the UTF-8 length of each attribute name plus the size of its value
-// (strings and binaries: their length; numbers: 1 byte per two significant
-// digits plus 1; booleans and nulls: 1; lists and maps: 3 bytes plus, per
-// element, 1 byte, its name for a map, and its size; sets: the sum of their
-// elements). The 100 bytes of storage overhead per item are not counted.
-func ItemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return numberSize(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += 1 + valueSize(e)
-		}
-		return n
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += 1 + len(k) + valueSize(e)
-		}
-		return n
-	}
-	return 0
-}
-
-// numberSize is the size of a number: 1 byte per two significant digits,
-// plus 1.
-func numberSize(s string) int {
-	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
-	digits := strings.Trim(strings.NewReplacer("-", "", "+", "", ".", "").Replace(mant), "0")
-	return (len(digits)+1)/2 + 1
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/superstep/superstep/bench/awsbench"
+
+	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 
 func TestItemSize(t *testing.T) {
@@ -35,7 +37,7 @@ func TestItemSize(t *testing.T) {
 			"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberS{Value: "x"}}},
 		}, (1 + 3 + 1 + 1 + 2) + (1 + 3 + 1 + 1)},
 	} {
-		if got := awsbench.ItemSize(tc.item); got != tc.want {
+		if got := dynamo.ItemSize(tc.item); got != tc.want {
 			t.Errorf("%s: ItemSize = %d, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -79,7 +81,7 @@ func TestCapacityMeter(t *testing.T) {
 	// item is key(sk) with a binary attribute making it size bytes.
 	item := func(sk string, size int) map[string]types.AttributeValue {
 		it := key(sk)
-		it["v"] = &types.AttributeValueMemberB{Value: make([]byte, size-awsbench.ItemSize(it)-1)}
+		it["v"] = &types.AttributeValueMemberB{Value: make([]byte, size-dynamo.ItemSize(it)-1)}
 		return it
 	}
 	step := func(name string, want awsbench.Units, call func() error) {

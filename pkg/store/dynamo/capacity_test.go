@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+
+	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 
 // capacity estimates the request units DynamoDB would charge for the calls
@@ -151,7 +153,7 @@ func (c *capacity) op(name string) *units {
 func kb(size int, unit int) float64 { return math.Max(1, math.Ceil(float64(size)/float64(unit))) }
 
 func (c *capacity) size(table string, k map[string]types.AttributeValue) int {
-	return itemSize(c.items[itemID(table, k)])
+	return dynamo.ItemSize(c.items[itemID(table, k)])
 }
 
 // write accounts a write of item (nil: a delete) at key k and returns its
@@ -159,7 +161,7 @@ func (c *capacity) size(table string, k map[string]types.AttributeValue) int {
 func (c *capacity) write(table string, k, item map[string]types.AttributeValue, apply bool) float64 {
 	id := itemID(table, k)
 	old := c.items[id]
-	w := kb(max(itemSize(old), itemSize(item)), 1024)
+	w := kb(max(dynamo.ItemSize(old), dynamo.ItemSize(item)), 1024)
 	for _, ix := range indexes {
 		w += indexWrite(ix.hash, ix.rng, ix.include, old, item)
 	}
@@ -187,7 +189,7 @@ func indexWrite(hash, rng string, include []string, old, item map[string]types.A
 		return e
 	}
 	o, n := entry(old), entry(item)
-	size := func(e map[string]types.AttributeValue) float64 { return kb(itemSize(e)+100, 1024) }
+	size := func(e map[string]types.AttributeValue) float64 { return kb(dynamo.ItemSize(e)+100, 1024) }
 	switch {
 	case o == nil && n == nil:
 		return 0
@@ -233,9 +235,9 @@ func (c *capacity) account(params, result any, err error) {
 		if out != nil {
 			for _, it := range out.Items {
 				if full, ok := c.items[itemID(aws.ToString(in.TableName), it)]; ok && in.IndexName == nil {
-					total += itemSize(full)
+					total += dynamo.ItemSize(full)
 				} else {
-					total += itemSize(it)
+					total += dynamo.ItemSize(it)
 				}
 			}
 		}
@@ -347,52 +349,4 @@ func applyUpdate(old, k map[string]types.AttributeValue, expr string, names map[
 		}
 	}
 	return item
-}
-
-// itemSize is the size of an item as DynamoDB counts it.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		digits := len(strings.TrimLeft(strings.TrimLeft(v.Value, "-"), "0."))
-		return (digits+1)/2 + 1
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += len(k) + valueSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += valueSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
-	}
-	return 0
 }

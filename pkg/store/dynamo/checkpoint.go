@@ -127,7 +127,7 @@ func (s *Store) decodeDocs(ctx context.Context, runID string, items []map[string
 			return nil, fmt.Errorf("dynamo: run %q: bad step key %q", runID, sk)
 		}
 		commit, _ := getS(it, attrCommit)
-		docs[i] = stepDoc{step: step, commit: commit, size: itemSize(it), item: it}
+		docs[i] = stepDoc{step: step, commit: commit, size: ItemSize(it), item: it}
 		for _, name := range []string{attrMeta, attrManifest} {
 			if err := f.addDoc(it, name); err != nil {
 				return nil, fmt.Errorf("dynamo: load run %q step %d: %w", runID, step, err)
@@ -561,7 +561,7 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 	if len(vals) > 0 {
 		plan.item[attrVals] = &types.AttributeValueMemberM{Value: vals}
 	}
-	plan.size = itemSize(plan.item)
+	plan.size = ItemSize(plan.item)
 	if plan.size > maxItemSize {
 		return nil, fmt.Errorf("dynamo: commit step %d of run %q: the step item would be %d bytes, over DynamoDB's %d", cp.Step, cp.RunID, plan.size, maxItemSize)
 	}

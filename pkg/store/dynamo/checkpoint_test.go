@@ -255,7 +255,7 @@ func TestCommitOverflow(t *testing.T) {
 		}
 	}
 	for _, it := range items(t, e, "overflow", "STEP#") {
-		if n := itemSize(it); n > 400<<10 {
+		if n := dynamo.ItemSize(it); n > 400<<10 {
 			t.Errorf("step item %v is %d bytes", it["sk"], n)
 		}
 	}

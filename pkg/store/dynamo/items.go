@@ -165,63 +165,6 @@ func getM(item map[string]types.AttributeValue, name string) map[string]types.At
 	return v.Value
 }
 
-// itemSize returns the size of an item as DynamoDB counts it for its
-// limits and its request units: attribute names and values, strings and
-// binaries by their length, numbers by about a byte per two digits, maps
-// and lists with 3 bytes of their own and 1 per element.
-func itemSize(item map[string]types.AttributeValue) int {
-	n := 0
-	for name, v := range item {
-		n += len(name) + valueSize(v)
-	}
-	return n
-}
-
-func valueSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		digits := len(strings.TrimLeft(strings.TrimPrefix(v.Value, "-"), "0."))
-		return (digits+1)/2 + 1
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += len(k) + valueSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += valueSize(e) + 1
-		}
-		return n
-	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, e := range v.Value {
-			n += len(e)
-		}
-		return n
-	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, e := range v.Value {
-			n += valueSize(&types.AttributeValueMemberN{Value: e})
-		}
-		return n
-	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, e := range v.Value {
-			n += len(e)
-		}
-		return n
-	}
-	return 0
-}
-
 // marshal encodes v as compact JSON without escaping <, > and &, so that
 // compact JSON inside (json.RawMessage) comes back byte for byte.
 func marshal(v any) ([]byte, error) {
@@ -564,4 +507,70 @@ func splitPrefix(s, prefix string) (string, bool) {
 		return "", false
 	}
 	return s[len(prefix):], true
+}
+
+// ItemSize is the size of an item as DynamoDB counts it for request units:
+// the UTF-8 length of each attribute name plus the size of its value
+// (strings and binaries: their length; numbers: 1 byte per two significant
+// digits plus 1; booleans and nulls: 1; lists and maps: 3 bytes plus, per
+// element, 1 byte, its name for a map, and its size; sets: the sum of their
+// elements). The 100 bytes of storage overhead per item are not counted.
+func ItemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// numberSize is the size of a number: 1 byte per two significant digits,
+// plus 1.
+func numberSize(s string) int {
+	mant, _, _ := strings.Cut(strings.ToLower(s), "e")
+	digits := strings.Trim(strings.NewReplacer("-", "", "+", "", ".", "").Replace(mant), "0")
+	return (len(digits)+1)/2 + 1
 }
