@@ -52,6 +52,7 @@ type ExitError struct {
 	Silent bool
 }
 
+// Error describes the exit.
 func (e *ExitError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("exit status %d", e.Code)
@@ -59,6 +60,7 @@ func (e *ExitError) Error() string {
 	return e.Err.Error()
 }
 
+// Unwrap returns the error that caused the exit.
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // usageErr is a usage error of command c.

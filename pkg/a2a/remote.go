@@ -140,6 +140,7 @@ type RemoteError struct {
 	Message string
 }
 
+// Error reports the remote agent's state and message.
 func (e *RemoteError) Error() string {
 	msg := e.Message
 	if msg == "" {

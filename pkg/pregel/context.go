@@ -97,6 +97,7 @@ type InterruptError struct {
 	Interrupt InterruptInfo
 }
 
+// Error says which node waits for a value.
 func (e *InterruptError) Error() string {
 	return fmt.Sprintf("node %q interrupted (%s): waiting for a value to resume", e.Interrupt.Node, e.Interrupt.ID)
 }

@@ -37,6 +37,7 @@ type NodeError struct {
 	Message  string
 }
 
+// Error names the node, the step, the attempts and the failure.
 func (e *NodeError) Error() string {
 	return fmt.Sprintf("node %q failed in step %d after %d attempt(s): %s", e.Node, e.Step, e.Attempts, e.Message)
 }
