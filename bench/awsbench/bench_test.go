@@ -203,7 +203,8 @@ func benchRuns(b *testing.B, sc scenario, warm bool) {
 
 // TestScenarios checks the harness on short runs: the shape of each
 // scenario's superstep (invocations, queue messages) and that request
-// units and dollars come out positive.
+// units and dollars come out positive, and that an inline superstep
+// stays under the cost target.
 func TestScenarios(t *testing.T) {
 	for _, env := range environments {
 		t.Run(env, func(t *testing.T) { testScenarios(t, env == "warm") })
@@ -216,10 +217,13 @@ func testScenarios(t *testing.T, warm bool) {
 		sc scenario
 		// Per superstep: Lambda invocations, FIFO and standard sends.
 		invocations, fifoSends, stdSends float64
+		// maxUSD bounds the cost per million supersteps with every
+		// invocation lasting 50 ms (0: no bound).
+		maxUSD float64
 	}{
-		{inline, 1, 1, 0},
-		{remote, 3, 2, 1},
-		{large, 1, 1, 0},
+		{inline, 1, 1, 0, 3},
+		{remote, 3, 2, 1, 0},
+		{large, 1, 1, 0, 0},
 	} {
 		t.Run(tc.sc.graph, func(t *testing.T) {
 			const steps = 2
@@ -241,6 +245,9 @@ func testScenarios(t *testing.T, warm bool) {
 			}
 			if m.sum("wru.") <= 0 || m.sum("rru.") <= 0 || r.usd(0) <= 0 {
 				t.Errorf("no request units or cost counted: %v", m)
+			}
+			if usd := awsbench.PerMillion(r.usd(assumedDuration)); tc.maxUSD > 0 && usd >= tc.maxUSD {
+				t.Errorf("a superstep costs $%.3f per million at 50 ms per invocation; the target is under $%.2f", usd, tc.maxUSD)
 			}
 			t.Log("\n" + r.String(t.Name()))
 		})

@@ -192,11 +192,12 @@ func New(o Options) (*App, error) {
 		Queue:       queue,
 		Logger:      log,
 		Lease:       o.Config.Lease,
-	}
-	// The store leases tasks when it can, so that a duplicate delivery
-	// does not execute a task another handler is executing.
-	if claims, ok := any(store).(tick.Claims); ok {
-		ticks.Claims = claims
+		// Leases keep a duplicate delivery from executing a task
+		// another handler is executing.
+		Claims: store,
+		// One Query reads a run, its newest step and its open step's
+		// results.
+		Loader: store,
 	}
 	svc := &runs.Service{
 		Graphs:      o.Graphs,

@@ -29,7 +29,7 @@ func TestTickFaultsDynamo(t *testing.T) {
 					t.Fatal(err)
 				}
 				s := dynamo.New(client, table)
-				faultCase(t, newEnvOn(t, ask, backend{checkpoints: s, runs: s, claims: s}), ref, ask, seed)
+				faultCase(t, newEnvOn(t, ask, backend{checkpoints: s, runs: s, claims: s, loader: s}), ref, ask, seed)
 			})
 		}
 	}

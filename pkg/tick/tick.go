@@ -70,6 +70,45 @@ type Handler struct {
 	Lease time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Loader, when set, reads what a tick starts from in one request
+	// (see RunLoader); otherwise Runs and Checkpoints are read in turn.
+	Loader RunLoader
+}
+
+// RunLoader reads what a tick starts from: a run record, its newest
+// checkpoint (nil if it has none) and the recorded results of the step
+// after it (as Checkpointer.PendingTasks). A store that keeps them side
+// by side reads them at once. The error wraps runs.ErrNotFound when the
+// run does not exist.
+type RunLoader interface {
+	LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error)
+}
+
+// load reads a run, its newest checkpoint and the results recorded for
+// its open step.
+func (h *Handler) load(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
+	if h.Loader != nil {
+		return h.Loader.LoadRun(ctx, runID)
+	}
+	run, err := h.Runs.GetRun(ctx, runID)
+	if err != nil {
+		return runs.Run{}, nil, nil, err
+	}
+	cp, err := h.Checkpoints.Load(ctx, runID, pregel.Latest)
+	open := 1
+	switch {
+	case errors.Is(err, pregel.ErrNotFound):
+		cp = nil
+	case err != nil:
+		return runs.Run{}, nil, nil, fmt.Errorf("load run %q: %w", runID, err)
+	default:
+		open = cp.Step + 1
+	}
+	pending, err := h.Checkpoints.PendingTasks(ctx, runID, open)
+	if err != nil {
+		return runs.Run{}, nil, nil, err
+	}
+	return run, cp, pending, nil
 }
 
 // claim leases a task to this handler call; owner identifies the call.
@@ -130,7 +169,7 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 		return fmt.Errorf("%w: tick needs a run_id and a step >= 1, got %+v", ErrBadMessage, t)
 	}
 	log := h.log().With("run_id", t.RunID, "step", t.Step)
-	run, err := h.Runs.GetRun(ctx, t.RunID)
+	run, cp, pending, err := h.load(ctx, t.RunID)
 	if errors.Is(err, runs.ErrNotFound) {
 		log.Warn("tick for an unknown run; dropped")
 		return nil
@@ -146,16 +185,18 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	if !ok {
 		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
-	cp, err := h.Checkpoints.Load(ctx, run.ID, pregel.Latest)
-	if errors.Is(err, pregel.ErrNotFound) {
+	if cp == nil {
 		if cp, err = g.Start(ctx, run.ID, run.Input); err == nil {
 			if err = h.Checkpoints.Commit(ctx, cp); errors.Is(err, pregel.ErrStepConflict) {
-				cp, err = h.Checkpoints.Load(ctx, run.ID, pregel.Latest)
+				// Another tick got there first and may have gone on.
+				if cp, err = h.Checkpoints.Load(ctx, run.ID, pregel.Latest); err == nil {
+					pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, cp.Step+1)
+				}
 			}
 		}
-	}
-	if err != nil {
-		return fmt.Errorf("load run %q: %w", run.ID, err)
+		if err != nil {
+			return fmt.Errorf("load run %q: %w", run.ID, err)
+		}
 	}
 	if run.CancelRequested {
 		return h.finish(ctx, cp, run.ID, pregel.RunCancelled, nil, "", "")
@@ -190,10 +231,6 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 		}); err != nil {
 			return err
 		}
-	}
-	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, step)
-	if err != nil {
-		return err
 	}
 	if run.Resume != nil {
 		if pending, err = h.answer(ctx, run, step, pending); err != nil {
@@ -466,7 +503,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return fmt.Errorf("%w: node task needs run_id, step >= 1 and task_id, got %+v", ErrBadMessage, nt)
 	}
 	log := h.log().With("run_id", nt.RunID, "step", nt.Step, "task_id", nt.TaskID)
-	run, err := h.Runs.GetRun(ctx, nt.RunID)
+	run, cp, pending, err := h.load(ctx, nt.RunID)
 	if errors.Is(err, runs.ErrNotFound) {
 		log.Warn("node task for an unknown run; dropped")
 		return nil
@@ -482,18 +519,8 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if !ok {
 		return fmt.Errorf("%w: graph %q is not deployed", ErrBadMessage, run.Graph)
 	}
-	cp, err := h.Checkpoints.Load(ctx, run.ID, nt.Step-1)
-	if err != nil {
-		if errors.Is(err, pregel.ErrNotFound) {
-			log.Debug("node task for a step that is not open; no-op")
-			return nil
-		}
-		return err
-	}
-	if latest, err := h.Checkpoints.Load(ctx, run.ID, pregel.Latest); err != nil {
-		return err
-	} else if latest.Step != cp.Step {
-		log.Debug("node task for a committed step; no-op")
+	if cp == nil || cp.Step != nt.Step-1 {
+		log.Debug("node task for a step that is not open; no-op")
 		return nil
 	}
 	tasks := g.Plan(cp)
@@ -505,10 +532,6 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	}
 	if task == nil {
 		return fmt.Errorf("%w: step %d of run %q has no task %s", ErrBadMessage, nt.Step, run.ID, nt.TaskID)
-	}
-	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
-	if err != nil {
-		return err
 	}
 	var resume map[string]json.RawMessage
 	for _, p := range pending {

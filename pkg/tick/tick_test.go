@@ -230,6 +230,7 @@ type backend struct {
 	checkpoints pregel.Checkpointer
 	runs        runs.Store
 	claims      tick.Claims
+	loader      tick.RunLoader
 }
 
 func memoryBackend(testing.TB) backend {
@@ -249,7 +250,7 @@ func newEnvOn(t testing.TB, ask bool, be backend) *env {
 	store := &crashStore{Checkpointer: be.checkpoints, ex: ex}
 	rs := be.runs
 	clock := &fakeClock{now: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
-	h := &tick.Handler{Graphs: reg, Runs: rs, Checkpoints: store, Queue: q, Claims: be.claims, Now: clock.Now}
+	h := &tick.Handler{Graphs: reg, Runs: rs, Checkpoints: store, Queue: q, Claims: be.claims, Loader: be.loader, Now: clock.Now}
 	svc := &runs.Service{Graphs: reg, Runs: rs, Checkpoints: store, Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: q}}
 	return &env{h: h, svc: svc, queue: q, store: store, ex: ex, clock: clock}
 }

@@ -1000,16 +1000,23 @@ func (s *Store) PendingTasks(ctx context.Context, runID string, step int) ([]pre
 	if len(items) == 0 {
 		return nil, nil
 	}
+	committed, err := s.isCommitted(ctx, runID, step)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
+	}
+	return s.openTasks(ctx, runID, step, items, committed)
+}
+
+// openTasks returns the task results of step, read as items, in the order
+// they were first recorded. If the step is committed, they are left overs:
+// they are deleted, and none is returned.
+func (s *Store) openTasks(ctx context.Context, runID string, step int, items []map[string]types.AttributeValue, committed bool) ([]pregel.TaskResult, error) {
 	note := make(map[string]*blobRef, len(items))
 	for _, it := range items {
 		sk, _ := getS(it, attrSK)
 		id, _ := splitPrefix(sk, taskPrefix(step))
 		ref, _ := docRef(it, attrData)
 		note[id] = ref
-	}
-	committed, err := s.isCommitted(ctx, runID, step)
-	if err != nil {
-		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
 	}
 	s.noteTasks(runID, step, note)
 	if committed {

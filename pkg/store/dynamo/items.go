@@ -23,7 +23,10 @@ const (
 	attrPK = "pk"
 	attrSK = "sk"
 
-	skRun  = "RUN"
+	// skRun sorts after every other sort key of a run's partition, so a
+	// Query in descending order from it reads the run record, then the
+	// task results, then the newest step (see LoadRun).
+	skRun  = "~RUN"
 	skStep = "STEP#"
 	skTask = "TASK#"
 	skBlob = "BLOB#"
@@ -104,6 +107,16 @@ func stepSK(step int) string            { return fmt.Sprintf("%s%010d", skStep, 
 func taskPrefix(step int) string        { return fmt.Sprintf("%s%010d#", skTask, step) }
 func taskSK(step int, id string) string { return taskPrefix(step) + id }
 func blobSK(id string, i int) string    { return fmt.Sprintf("%s%s#%05d", skBlob, id, i) }
+
+// parseTaskSK returns the step of a task result item's sort key.
+func parseTaskSK(sk string) (int, bool) {
+	rest, ok := splitPrefix(sk, skTask)
+	if !ok || len(rest) < 11 || rest[10] != '#' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest[:10])
+	return n, err == nil && n >= 0
+}
 
 // parseStepSK returns the step of a step item's sort key.
 func parseStepSK(sk string) (int, bool) {

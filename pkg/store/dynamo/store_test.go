@@ -175,7 +175,7 @@ func TestRunExpiry(t *testing.T) {
 			TableName: aws.String(e.table),
 			Key: map[string]types.AttributeValue{
 				"pk": &types.AttributeValueMemberS{Value: "RUN#" + id},
-				"sk": &types.AttributeValueMemberS{Value: "RUN"},
+				"sk": &types.AttributeValueMemberS{Value: "~RUN"},
 			},
 		})
 		if err != nil {

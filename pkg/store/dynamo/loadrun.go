@@ -1,0 +1,133 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// LoadRun returns what a tick starts from: the run record, its newest
+// checkpoint (nil if it has none) and the recorded results of the step
+// after that one. It implements tick.RunLoader.
+//
+// It is one Query in the common case: the run record's sort key sorts
+// after those of task results, and those after step items, so the first
+// two items in descending order are the run record and, when no task
+// result is stored, the newest step. A Store that has a step of the run
+// cached reads only steps after it, usually none. Only when task results
+// are stored (remote tasks, a step of several tasks, a resume) does it
+// read them and the newest step with a Query each, deleting results left
+// over from committed steps.
+func (s *Store) LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
+	if err := ctx.Err(); err != nil {
+		return runs.Run{}, nil, nil, err
+	}
+	pk := runPK(runID)
+	low := skStep
+	cached, known, isCached := s.newestCached(runID)
+	if isCached {
+		low = stepSK(known + 1)
+	}
+	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :low AND :run"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(pk), ":low": str(low), ":run": str(skRun),
+		},
+		ScanIndexForward: aws.Bool(false),
+		Limit:            aws.Int32(2),
+		ConsistentRead:   aws.Bool(true),
+	})
+	if err != nil {
+		return runs.Run{}, nil, nil, fmt.Errorf("dynamo: load run %q: Query: %w", runID, err)
+	}
+	if len(out.Items) == 0 || !isRunItem(out.Items[0]) {
+		return runs.Run{}, nil, nil, fmt.Errorf("dynamo: run %q: %w", runID, runs.ErrNotFound)
+	}
+	rs, err := s.decodeRuns(ctx, out.Items[:1])
+	if err != nil {
+		return runs.Run{}, nil, nil, err
+	}
+	run := rs[0]
+	if len(out.Items) == 1 {
+		if isCached {
+			return run, cached.cp, nil, nil
+		}
+		return run, nil, nil, nil
+	}
+	next := out.Items[1]
+	if sk, _ := getS(next, attrSK); !isTaskSK(sk) {
+		cp, err := s.checkpointOf(ctx, runID, next)
+		if err != nil {
+			return runs.Run{}, nil, nil, err
+		}
+		return run, cp, nil, nil
+	}
+	cp, pending, err := s.loadWithTasks(ctx, runID)
+	if err != nil {
+		return runs.Run{}, nil, nil, err
+	}
+	return run, cp, pending, nil
+}
+
+func isRunItem(item map[string]types.AttributeValue) bool {
+	sk, _ := getS(item, attrSK)
+	return sk == skRun
+}
+
+func isTaskSK(sk string) bool {
+	_, ok := parseTaskSK(sk)
+	return ok
+}
+
+// loadWithTasks reads every task result item of a run and then its newest
+// step. Results of the step after the newest are pending; those of
+// committed steps are left overs, deleted.
+func (s *Store) loadWithTasks(ctx context.Context, runID string) (*pregel.Checkpoint, []pregel.TaskResult, error) {
+	byStep := map[int][]map[string]types.AttributeValue{}
+	err := s.query(ctx, runPK(runID), skTask, nil, func(it map[string]types.AttributeValue) error {
+		sk, _ := getS(it, attrSK)
+		if step, ok := parseTaskSK(sk); ok {
+			byStep[step] = append(byStep[step], it)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dynamo: load run %q: task results: %w", runID, err)
+	}
+	// The newest step is read after the results: results of a step that
+	// is open now were recorded while it was open.
+	cp, err := s.Load(ctx, runID, pregel.Latest)
+	open := 1
+	switch {
+	case errors.Is(err, pregel.ErrNotFound):
+		cp = nil
+	case err != nil:
+		return nil, nil, err
+	default:
+		open = cp.Step + 1
+	}
+	var pending []pregel.TaskResult
+	for _, step := range slices.Sorted(maps.Keys(byStep)) {
+		if step > open {
+			continue
+		}
+		res, err := s.openTasks(ctx, runID, step, byStep[step], step < open)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dynamo: load run %q: task results of step %d: %w", runID, step, err)
+		}
+		if step == open {
+			pending = res
+		}
+	}
+	return cp, pending, nil
+}
