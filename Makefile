@@ -29,7 +29,7 @@ build:
 
 # --- Infrastructure (infra/template.yaml; see infra/README.md) ---
 
-.PHONY: lint-infra build-ApiFunction build-TickFunction build-NodeFunction
+.PHONY: lint-infra build-ApiFunction build-TickFunction build-NodeFunction build-SweepFunction
 
 CFN_LINT ?= cfn-lint
 
@@ -72,3 +72,7 @@ build-TickFunction:
 ## build-NodeFunction: linux/arm64 bootstrap of functions/node into $(ARTIFACTS_DIR)
 build-NodeFunction:
 	$(call build-lambda,node)
+
+## build-SweepFunction: linux/arm64 bootstrap of functions/sweep into $(ARTIFACTS_DIR)
+build-SweepFunction:
+	$(call build-lambda,sweep)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,6 +57,31 @@ func TestMakeBuildsBootstraps(t *testing.T) {
 			pkg := "github.com/superstep/superstep/functions/" + strings.ToLower(strings.TrimSuffix(fn.ID, "Function"))
 			checkBootstrap(t, filepath.Join(art, "bootstrap"), pkg)
 		})
+	}
+}
+
+// TestEveryFunctionIsDeployed: each Lambda main under functions/ is a
+// function of the template, <Name>Function, and each function of the
+// template is built from one of them.
+func TestEveryFunctionIsDeployed(t *testing.T) {
+	tp := loadTemplate(t)
+	entries, err := os.ReadDir(filepath.Join("..", "functions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, strings.ToUpper(e.Name()[:1])+e.Name()[1:]+"Function")
+		}
+	}
+	slices.Sort(dirs)
+	var ids []string
+	for _, fn := range tp.resources("AWS::Serverless::Function") {
+		ids = append(ids, fn.ID)
+	}
+	if !slices.Equal(dirs, ids) {
+		t.Errorf("functions/ has the mains of %v; the template deploys %v", dirs, ids)
 	}
 }
 

@@ -14,7 +14,11 @@ import (
 	"github.com/superstep/superstep/pkg/serverless"
 )
 
-// The functions of the deployment and the queue each one consumes.
+// The functions of the deployment, sorted.
+var functions = []string{"ApiFunction", "NodeFunction", "SweepFunction", "TickFunction"}
+
+// The queue each function fed by SQS consumes. SweepFunction reads the
+// table's stream instead (TestSweepStream).
 var consumers = map[string]string{
 	"ApiFunction":  "StartQueue",
 	"TickFunction": "TickQueue",
@@ -44,9 +48,8 @@ func TestFunctionsAreArm64ProvidedAL2023(t *testing.T) {
 			t.Errorf("%s: Timeout %v is not a number of seconds", fn.ID, tp.functionProp(fn, "Timeout"))
 		}
 	}
-	want := slices.Sorted(maps.Keys(consumers))
-	if !slices.Equal(ids, want) {
-		t.Errorf("serverless functions %v, want %v", ids, want)
+	if !slices.Equal(ids, functions) {
+		t.Errorf("serverless functions %v, want %v", ids, functions)
 	}
 }
 
@@ -99,6 +102,16 @@ func TestFunctionEnvironment(t *testing.T) {
 	} {
 		if id, attr, ok := refTarget(env[name]); !ok || id != target || attr != "" {
 			t.Errorf("Globals.Function.Environment %s = %v, want !Ref %s", name, env[name], target)
+		}
+	}
+	// SAM merges a function's Environment.Variables into the global ones:
+	// a function may add variables, not remove these.
+	for _, fn := range tp.resources("AWS::Serverless::Function") {
+		own := asMap(asMap(fn.Properties["Environment"])["Variables"])
+		for _, name := range []string{serverless.EnvTable, serverless.EnvTickQueue, serverless.EnvNodeQueue, serverless.EnvTaskLease} {
+			if v, ok := own[name]; ok && fmt.Sprint(v) != fmt.Sprint(env[name]) {
+				t.Errorf("%s: Environment %s = %v overrides the global %v", fn.ID, name, v, env[name])
+			}
 		}
 	}
 	lease, _ := env[serverless.EnvTaskLease].(string)
@@ -265,7 +278,7 @@ func TestTableSettings(t *testing.T) {
 
 // deadLetterQueues returns the queues that receive what failed: redrive
 // targets, EventBridge target dead-letter queues and on-failure
-// destinations.
+// destinations (of asynchronous invocations and of stream event sources).
 func deadLetterQueues(tp template) []string {
 	set := map[string]bool{}
 	for _, q := range tp.resources("AWS::SQS::Queue") {
@@ -275,8 +288,14 @@ func deadLetterQueues(tp template) []string {
 	}
 	for _, fn := range tp.resources("AWS::Serverless::Function") {
 		for _, ev := range asMap(fn.Properties["Events"]) {
-			if id, _, ok := refTarget(asMap(asMap(asMap(ev)["Properties"])["DeadLetterConfig"])["Arn"]); ok {
+			p := asMap(asMap(ev)["Properties"])
+			if id, _, ok := refTarget(asMap(p["DeadLetterConfig"])["Arn"]); ok {
 				set[id] = true
+			}
+			if id, _, ok := refTarget(asMap(asMap(p["DestinationConfig"])["OnFailure"])["Destination"]); ok {
+				if r := asMap(asMap(tp["Resources"])[id]); r["Type"] == "AWS::SQS::Queue" {
+					set[id] = true
+				}
 			}
 		}
 		of := asMap(asMap(asMap(fn.Properties["EventInvokeConfig"])["DestinationConfig"])["OnFailure"])
@@ -294,7 +313,7 @@ func deadLetterQueues(tp template) []string {
 func TestDeadLetterQueueAlarms(t *testing.T) {
 	tp := loadTemplate(t)
 	dlqs := deadLetterQueues(tp)
-	for _, want := range []string{"TickDeadLetterQueue", "NodeDeadLetterQueue", "StartDeadLetterQueue"} {
+	for _, want := range []string{"TickDeadLetterQueue", "NodeDeadLetterQueue", "StartDeadLetterQueue", "EventsDeadLetterQueue", "SweepDeadLetterQueue"} {
 		if !slices.Contains(dlqs, want) {
 			t.Errorf("dead-letter queues %v lack %s", dlqs, want)
 		}
@@ -447,9 +466,9 @@ func TestIAMNoWildcards(t *testing.T) {
 	}
 }
 
-// roleGrants returns, for the role of function fn, the logical ids of the
-// resources its inline and managed policies grant action on.
-func roleGrants(t *testing.T, tp template, fn, action string) []string {
+// roleStatements returns the statements of the inline and managed
+// policies (of this template) of function fn's role.
+func roleStatements(t *testing.T, tp template, fn string) []map[string]any {
 	t.Helper()
 	f := tp.resource(t, fn, "AWS::Serverless::Function")
 	roleID, _, _ := refTarget(f.Properties["Role"])
@@ -463,23 +482,61 @@ func roleGrants(t *testing.T, tp template, fn, action string) []string {
 			docs = append(docs, asMap(asMap(asMap(asMap(tp["Resources"])[id])["Properties"]))["PolicyDocument"])
 		}
 	}
-	set := map[string]bool{}
+	var out []map[string]any
 	for _, doc := range docs {
 		for _, s := range asList(asMap(doc)["Statement"]) {
-			s := asMap(s)
-			if !slices.Contains(strs(s["Action"]), action) {
-				continue
-			}
-			for _, r := range asList(s["Resource"]) {
-				if id, _, ok := refTarget(r); ok {
-					set[id] = true
-				} else {
-					set[fmt.Sprint(r)] = true
-				}
+			out = append(out, asMap(s))
+		}
+	}
+	return out
+}
+
+// roleGrants returns, for the role of function fn, the logical ids of the
+// resources its inline and managed policies grant action on.
+func roleGrants(t *testing.T, tp template, fn, action string) []string {
+	t.Helper()
+	set := map[string]bool{}
+	for _, s := range roleStatements(t, tp, fn) {
+		if !slices.Contains(strs(s["Action"]), action) {
+			continue
+		}
+		for _, r := range asList(s["Resource"]) {
+			if id, _, ok := refTarget(r); ok {
+				set[id] = true
+			} else {
+				set[fmt.Sprint(r)] = true
 			}
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
+}
+
+// roleActions returns, for the role of function fn, the actions with
+// prefix (such as "dynamodb:") its policies grant, by resource: "Id.Attr"
+// for !GetAtt, "Id" for !Ref, the value itself otherwise.
+func roleActions(t *testing.T, tp template, fn, prefix string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, s := range roleStatements(t, tp, fn) {
+		for _, r := range asList(s["Resource"]) {
+			res := fmt.Sprint(r)
+			if id, attr, ok := refTarget(r); ok {
+				res = id
+				if attr != "" {
+					res += "." + attr
+				}
+			}
+			for _, a := range strs(s["Action"]) {
+				if strings.HasPrefix(a, prefix) && !slices.Contains(out[res], a) {
+					out[res] = append(out[res], a)
+				}
+			}
+		}
+	}
+	for res := range out {
+		slices.Sort(out[res])
+	}
+	return out
 }
 
 // TestFunctionPermissions: each function may send to the queues it sends
@@ -494,6 +551,7 @@ func TestFunctionPermissions(t *testing.T) {
 		{"ApiFunction", []string{"EventsDeadLetterQueue", "TickQueue"}, []string{"StartQueue"}},
 		{"TickFunction", []string{"NodeQueue", "TickQueue"}, []string{"TickQueue"}},
 		{"NodeFunction", []string{"TickQueue"}, []string{"NodeQueue"}},
+		{"SweepFunction", []string{"SweepDeadLetterQueue"}, nil},
 	} {
 		if got := roleGrants(t, tp, tt.fn, "sqs:SendMessage"); !slices.Equal(got, tt.send) {
 			t.Errorf("%s may send to %v, want %v", tt.fn, got, tt.send)
@@ -506,11 +564,45 @@ func TestFunctionPermissions(t *testing.T) {
 		if got := roleGrants(t, tp, tt.fn, "dynamodb:TransactWriteItems"); len(got) > 0 {
 			t.Errorf("%s: dynamodb:TransactWriteItems is not an IAM action", tt.fn)
 		}
+		ddb := roleActions(t, tp, tt.fn, "dynamodb:")
+		if tt.fn == "SweepFunction" {
+			continue // TestSweepPermissions
+		}
 		for _, a := range []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"} {
-			if got := roleGrants(t, tp, tt.fn, a); !slices.Contains(got, "Table") {
-				t.Errorf("%s has %s on %v, want the table", tt.fn, a, got)
+			if !slices.Contains(ddb["Table.Arn"], a) {
+				t.Errorf("%s has dynamodb actions %v, want %s on the table", tt.fn, ddb, a)
 			}
 		}
+		if got := ddb["Table.StreamArn"]; len(got) > 0 {
+			t.Errorf("%s has %v on the table's stream; only the sweep reads it", tt.fn, got)
+		}
+	}
+}
+
+// TestSweepPermissions: the sweep reads the table's stream, reads a run
+// record and a partition's keys and deletes items (dynamo.Store.PurgeRun),
+// and sends failed batches to its dead-letter queue; it does not share
+// TableDataPolicy, which writes items.
+func TestSweepPermissions(t *testing.T) {
+	tp := loadTemplate(t)
+	got := roleActions(t, tp, "SweepFunction", "dynamodb:")
+	want := map[string][]string{
+		"Table.Arn":       {"dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Query"},
+		"Table.StreamArn": {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SweepFunction's dynamodb actions by resource:\n got %v\nwant %v", got, want)
+	}
+	fn := tp.resource(t, "SweepFunction", "AWS::Serverless::Function")
+	roleID, _, _ := refTarget(fn.Properties["Role"])
+	role := tp.resource(t, roleID, "AWS::IAM::Role")
+	for _, arn := range asList(role.Properties["ManagedPolicyArns"]) {
+		if id, _, ok := refTarget(arn); ok {
+			t.Errorf("%s: managed policy %s; the sweep's statements are its own", roleID, id)
+		}
+	}
+	if got := roleActions(t, tp, "SweepFunction", "logs:"); len(got) != 1 || len(got["SweepLogGroup.Arn"]) == 0 {
+		t.Errorf("SweepFunction's logs actions by resource %v, want only its log group", got)
 	}
 }
 
@@ -623,6 +715,12 @@ func TestOutputs(t *testing.T) {
 	for _, k := range []string{"ApiUrl", "TableName", "TickQueueUrl", "NodeQueueUrl", "StartQueueUrl"} {
 		if _, ok := out[k]; !ok {
 			t.Errorf("output %s is missing", k)
+		}
+	}
+	// Every dead-letter queue's URL is an output <queue>Url.
+	for _, q := range deadLetterQueues(tp) {
+		if id, attr, ok := refTarget(asMap(out[q+"Url"])["Value"]); !ok || id != q || attr != "" {
+			t.Errorf("output %sUrl = %v, want !Ref %s", q, out[q+"Url"], q)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package serverless holds superstep's Lambda handlers and their wiring,
-// shared by the three functions (functions/api, functions/tick,
-// functions/node) and by the local serverless mode, `superstep dev --aws`,
-// which calls the same handlers from SQS pollers in one process.
+// shared by the four functions (functions/api, functions/tick,
+// functions/node, functions/sweep) and by the local serverless mode,
+// `superstep dev --aws`, which calls the same handlers from SQS pollers in
+// one process.
 //
 // An [App] wires a [runs.Service] and a [tick.Handler] to one DynamoDB
 // table (runs, checkpoints, task claims) and two SQS queues (ticks on a
@@ -12,6 +13,8 @@
 //   - [App.HandleAPI]: API Gateway HTTP API (payload 2.0) requests served
 //     by the [api] handler, EventBridge "superstep.StartRun" events and
 //     SQS start-queue messages, told apart by the shape of the event.
+//   - [App.HandleStream]: the table's stream -> [dynamo.Store.PurgeRun]
+//     of runs whose record expired
 //
 // Every SQS handler reports failures per message (ReportBatchItemFailures);
 // a message that can never be processed is logged with the reason and

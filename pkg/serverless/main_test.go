@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -72,6 +73,7 @@ type stack struct {
 	cfg    serverless.Config
 	prefix string
 	sqs    *sqs.Client
+	ddb    *dynamodb.Client
 	meter  *awsmeter.Meter
 	logs   *syncBuffer
 	url    string
@@ -117,7 +119,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, app: app, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), meter: meter, logs: logs}
+	s := &stack{t: t, app: app, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
 	httpSrv := httptest.NewServer(app)
 	t.Cleanup(httpSrv.Close)
 	s.url = httpSrv.URL

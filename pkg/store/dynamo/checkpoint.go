@@ -971,10 +971,13 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.At
 		return nil, err
 	}
 	if out.Item == nil {
-		return nil, errors.New("item not found")
+		return nil, errItemNotFound
 	}
 	return out.Item, nil
 }
+
+// errItemNotFound is getItem's error for a key with no item.
+var errItemNotFound = errors.New("item not found")
 
 // PendingTasks implements [pregel.Checkpointer] with one Query of the
 // step's task results. Only when there are some, a GetItem of the step
