@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 )
 
@@ -497,6 +498,53 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
+func TestEventOutput(t *testing.T) {
+	at := time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+	evs := api.EventList{RunID: "r1", EventsDropped: 3, Events: []api.Event{
+		{At: at, Type: "created", Status: pregel.RunPending},
+		{At: at.Add(time.Second), Type: "drain_requested", Status: pregel.RunRunning, Step: 4, Detail: "deploy\nnow"},
+		{At: at.Add(2 * time.Second), Type: "drained", Status: pregel.RunDrained, Step: 5, Detail: "deploy"},
+	}}
+	var b bytes.Buffer
+	if err := writeEventTable(&b, evs); err != nil {
+		t.Fatal(err)
+	}
+	tm := func(d time.Duration) string { return fmtTime(at.Add(d)) }
+	want := "TIME                 TYPE             STATUS   STEP  DETAIL\n" +
+		tm(0) + "  created          pending  0     -\n" +
+		"...                  ...              ...      ...   (3 events dropped)\n" +
+		tm(time.Second) + "  drain_requested  running  4     deploy now\n" +
+		tm(2*time.Second) + "  drained          drained  5     deploy\n"
+	if b.String() != want {
+		t.Errorf("event table:\n%q\nwant:\n%q", b.String(), want)
+	}
+
+	for _, tc := range []struct {
+		name, detail, want string
+		evs                api.EventList
+	}{
+		{"object", `{"run_id": "r1", "steps": []}` + "\n", `{"run_id": "r1", "steps": [],"events":[{"at":"2025-03-14T15:09:26Z","type":"created","status":"pending","step":0}],"events_dropped":3}`, evs},
+		{"no events", `{"run_id":"r1"}`, `{"run_id":"r1","events":[],"events_dropped":0}`, api.EventList{}},
+		{"empty object", `{ }`, `{"events":[],"events_dropped":0}`, api.EventList{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "object" {
+				tc.evs.Events = tc.evs.Events[:1]
+			}
+			got, err := withEvents([]byte(tc.detail), tc.evs)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("withEvents = %s, %v; want %s", got, err, tc.want)
+			}
+			if !json.Valid(got) {
+				t.Errorf("withEvents returned invalid JSON: %s", got)
+			}
+		})
+	}
+	if _, err := withEvents([]byte(`[1]`), evs); err == nil {
+		t.Error("withEvents of an array: no error")
+	}
+}
+
 func TestGraphCommands(t *testing.T) {
 	h := newHarness(t)
 	r := h.run("graph", "list").want(t, ExitOK)
@@ -604,16 +652,40 @@ func TestDevInProcess(t *testing.T) {
 		t.Errorf("runs list:\n%s", r.stdout)
 	}
 	r = h.run("runs", "show", "t1").want(t, ExitOK)
-	for _, s := range []string{"Status:   interrupted", "6     draft_reply      completed", "Waiting for an answer", `"ticket": {`} {
+	for _, s := range []string{"Status:   interrupted", "6     draft_reply      completed", "Waiting for an answer", `"ticket": {`, "\nEvents:\nTIME "} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("runs show lacks %q:\n%s", s, r.stdout)
 		}
+	}
+	if !regexpMatch(`(?m)^\S+ \S+\s+created\s+pending\s+0\s+-\n\S+ \S+\s+running\s+running\s+0\s+-\n\S+ \S+\s+interrupted\s+interrupted\s+6\s+\S+\.0\s*\z`, r.stdout) {
+		t.Errorf("runs show: events table:\n%s", r.stdout)
 	}
 	r = h.run("runs", "resume", "t1").want(t, ExitUsage)
 	if !strings.Contains(r.stderr, "waits for a value") {
 		t.Errorf("resume without answer:\n%s", r.stderr)
 	}
 	h.run("runs", "resume", "t1", "--answer", "approve", "--wait").want(t, ExitOK)
+	r = h.run("runs", "show", "t1", "--json").want(t, ExitOK)
+	var shown struct {
+		RunID  string            `json:"run_id"`
+		Steps  []json.RawMessage `json:"steps"`
+		Events []struct {
+			Type   string           `json:"type"`
+			Status pregel.RunStatus `json:"status"`
+		} `json:"events"`
+		EventsDropped *int `json:"events_dropped"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil {
+		t.Fatalf("runs show --json: %v\n%s", err, r.stdout)
+	}
+	var types []string
+	for _, ev := range shown.Events {
+		types = append(types, ev.Type+"/"+string(ev.Status))
+	}
+	wantTypes := []string{"created/pending", "running/running", "interrupted/interrupted", "resume_requested/pending", "running/running", "completed/completed"}
+	if shown.RunID != "t1" || len(shown.Steps) == 0 || !slices.Equal(types, wantTypes) || shown.EventsDropped == nil || *shown.EventsDropped != 0 {
+		t.Errorf("runs show --json: run %q, %d steps, events %v (dropped %v); want t1, steps, %v, 0", shown.RunID, len(shown.Steps), types, shown.EventsDropped, wantTypes)
+	}
 	r = h.run("graph", "show", "support-triage", "--run", "t1", "--json").want(t, ExitOK)
 	var g struct {
 		NodeStatuses map[string]pregel.NodeStatus `json:"node_statuses"`

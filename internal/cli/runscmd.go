@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -121,29 +123,65 @@ func runNote(r api.Run) string {
 func newRunsShowCmd(env Env, f *serverFlags) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "show RUN_ID",
-		Short: "Show a run: its record, its steps with their node statuses, its state",
-		Args:  exactArgs("RUN_ID"),
+		Short: "Show a run: its record, its steps with their node statuses, its state, its events",
+		Long: `Show a run: its record, its steps with their node statuses, its state and
+its history of events (changes of status, drain, cancel and resume
+requests). With --json, the server's answer for the run with its
+"events" and "events_dropped" added.`,
+		Args: exactArgs("RUN_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := f.client()
 			if err != nil {
 				return err
 			}
+			path := "/v1/runs/" + url.PathEscape(args[0])
 			var d api.RunDetail
-			raw, err := cl.do(c.Context(), http.MethodGet, "/v1/runs/"+url.PathEscape(args[0]), nil, nil, &d)
+			raw, err := cl.do(c.Context(), http.MethodGet, path, nil, nil, &d)
 			if err != nil {
 				return err
 			}
+			var evs api.EventList
+			if _, err := cl.do(c.Context(), http.MethodGet, path+"/events", nil, nil, &evs); err != nil {
+				return err
+			}
 			if f.json {
+				if raw, err = withEvents(raw, evs); err != nil {
+					return failed(err)
+				}
 				return writeRaw(env.Stdout, raw)
 			}
-			return writeRunDetail(env.Stdout, d)
+			return writeRunDetail(env.Stdout, d, evs)
 		},
 	}
 	return c
 }
 
-// writeRunDetail prints a run for people.
-func writeRunDetail(w io.Writer, d api.RunDetail) error {
+// withEvents adds a run's events to the JSON object the server answered
+// for the run, after its other fields.
+func withEvents(detail []byte, evs api.EventList) ([]byte, error) {
+	obj := bytes.TrimSpace(detail)
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return nil, fmt.Errorf("the server's answer for the run is not a JSON object: %.80q", detail)
+	}
+	if evs.Events == nil {
+		evs.Events = []api.Event{}
+	}
+	tail, err := marshal(struct {
+		Events        []api.Event `json:"events"`
+		EventsDropped int         `json:"events_dropped"`
+	}{evs.Events, evs.EventsDropped})
+	if err != nil {
+		return nil, fmt.Errorf("encode events: %w", err)
+	}
+	if len(bytes.TrimSpace(obj[1:len(obj)-1])) == 0 {
+		return tail, nil
+	}
+	out := append(slices.Clone(obj[:len(obj)-1]), ',')
+	return append(out, tail[1:]...), nil
+}
+
+// writeRunDetail prints a run and its events for people.
+func writeRunDetail(w io.Writer, d api.RunDetail, evs api.EventList) error {
 	tw := newTable(w)
 	c := d.Counters
 	fmt.Fprintf(tw, "Run:\t%s\n", d.RunID)
@@ -186,7 +224,22 @@ func writeRunDetail(w io.Writer, d api.RunDetail) error {
 		return fmt.Errorf("encode state: %w", err)
 	}
 	fmt.Fprintf(w, "\nState:\n%s\n", indentJSON(raw, ""))
-	return nil
+	fmt.Fprintln(w, "\nEvents:")
+	return writeEventTable(w, evs)
+}
+
+// writeEventTable prints a run's history as a table; dropped events are
+// noted where they were, after the first.
+func writeEventTable(w io.Writer, evs api.EventList) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "TIME\tTYPE\tSTATUS\tSTEP\tDETAIL")
+	for i, ev := range evs.Events {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", fmtTime(ev.At), ev.Type, ev.Status, ev.Step, orDash(oneLine(ev.Detail, 60)))
+		if i == 0 && evs.EventsDropped > 0 {
+			fmt.Fprintf(tw, "...\t...\t...\t...\t(%d events dropped)\n", evs.EventsDropped)
+		}
+	}
+	return tw.Flush()
 }
 
 // waitFlags let create and resume wait for the run to stop.

@@ -109,8 +109,11 @@ func (ls *localStore) finished(ctx context.Context, res *pregel.Result) error {
 				input = raw
 			}
 		}
-		r = runs.Run{ID: res.RunID, Graph: res.Graph, Input: input, CreatedAt: now, UpdatedAt: now}
+		created := runs.Run{ID: res.RunID, Graph: res.Graph, Status: pregel.RunPending, Input: input, CreatedAt: now, UpdatedAt: now,
+			Events: []runs.Event{{At: now, Type: runs.EventCreated, Status: pregel.RunPending}}}
+		r = created
 		apply(&r)
+		runs.RecordChanges(created, &r, now)
 		if _, created, err := ls.runs.CreateRun(ctx, r); err != nil || created {
 			return err
 		}

@@ -3,7 +3,8 @@
 //
 // It lists and describes graphs (with a Mermaid diagram), creates runs
 // (idempotently when the client supplies a run id), lists and inspects runs
-// step by step, and drains, cancels and resumes them. Errors are RFC 9457
+// step by step, shows each run's history of events, and drains, cancels
+// and resumes them. Errors are RFC 9457
 // problem documents (application/problem+json). The endpoints, the JSON
 // shapes and the error types are documented in README.md next to this file.
 //
@@ -116,6 +117,7 @@ func (h *Handler) routes() {
 		{"POST", "/v1/graphs/{graph}/runs", h.createRun},
 		{"GET", "/v1/runs", h.listRuns},
 		{"GET", "/v1/runs/{run_id}", h.getRun},
+		{"GET", "/v1/runs/{run_id}/events", h.listEvents},
 		{"GET", "/v1/runs/{run_id}/checkpoints", h.listCheckpoints},
 		{"GET", "/v1/runs/{run_id}/checkpoints/{step}", h.getCheckpoint},
 		{"POST", "/v1/runs/{run_id}/drain", h.drainRun},

@@ -440,10 +440,24 @@ func TestRunEndpoints(t *testing.T) {
 			t.Errorf("run detail lacks %q: %v", k, raw)
 		}
 	}
-	for _, k := range []string{"version", "resume", "ID"} {
+	for _, k := range []string{"version", "resume", "ID", "events", "events_dropped"} {
 		if _, ok := raw[k]; ok {
 			t.Errorf("run detail has internal field %q", k)
 		}
+	}
+
+	// Events: created by the API, completed by the executor.
+	var evs api.EventList
+	e.do("GET", "/v1/runs/r1/events", nil).ok(t, http.StatusOK, &evs)
+	if got := eventSummary(evs); evs.RunID != "r1" || got != "created/pending/0 completed/completed/2" || evs.EventsDropped != 0 {
+		t.Errorf("events = %s (%+v)", got, evs)
+	}
+	if !evs.Events[0].At.Equal(run.CreatedAt) {
+		t.Errorf("created event at %v, run created at %v", evs.Events[0].At, run.CreatedAt)
+	}
+	e.do("GET", "/v1/runs/r1/events", nil).ok(t, http.StatusOK, &raw)
+	if _, ok := raw["events_dropped"]; !ok {
+		t.Errorf("event list lacks events_dropped: %v", raw)
 	}
 
 	// Checkpoints.
@@ -475,6 +489,9 @@ func TestRunEndpoints(t *testing.T) {
 	}{
 		{"unknown run", "GET", "/v1/runs/nope", 404, []string{`run "nope" does not exist`}},
 		{"checkpoints of unknown run", "GET", "/v1/runs/nope/checkpoints", 404, []string{`run "nope" does not exist`}},
+		{"events of unknown run", "GET", "/v1/runs/nope/events", 404, []string{`run "nope" does not exist`}},
+		{"query on events", "GET", "/v1/runs/r1/events?limit=1", 400, []string{`unknown query parameter "limit"`}},
+		{"POST on events", "POST", "/v1/runs/r1/events", 405, []string{"use GET, HEAD"}},
 		{"checkpoint of unknown run", "GET", "/v1/runs/nope/checkpoints/0", 404, []string{`run "nope" does not exist`}},
 		{"step not a number", "GET", "/v1/runs/r1/checkpoints/one", 400, []string{`step "one" must be a step number`}},
 		{"negative step", "GET", "/v1/runs/r1/checkpoints/-1", 400, []string{`step "-1"`}},
@@ -788,6 +805,18 @@ func TestConcurrentControl(t *testing.T) {
 	}
 }
 
+// eventSummary renders events as type/status/step(detail), space-separated.
+func eventSummary(l api.EventList) string {
+	parts := make([]string, len(l.Events))
+	for i, ev := range l.Events {
+		parts[i] = fmt.Sprintf("%s/%s/%d", ev.Type, ev.Status, ev.Step)
+		if ev.Detail != "" {
+			parts[i] += "(" + ev.Detail + ")"
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // recordingDispatcher remembers what it was asked and runs nothing.
 type recordingDispatcher struct {
 	mu         sync.Mutex
@@ -989,6 +1018,28 @@ func TestEndToEnd(t *testing.T) {
 		if mustJSON(t, got.Values) != mustJSON(t, want.Values) || got.Counters != want.Counters || got.Step != want.Step {
 			t.Errorf("resumed run ended with %s %+v, undisturbed with %s %+v", got.Values, got.Counters, want.Values, want.Counters)
 		}
+
+		// Its history, in order.
+		var evs api.EventList
+		e.do("GET", "/v1/runs/drained/events", nil).ok(t, http.StatusOK, &evs)
+		wantEvents := "created/pending/0 running/running/0 drain_requested/running/0(deploy) drained/drained/1(deploy) " +
+			"resume_requested/pending/1 running/running/1 completed/completed/3"
+		if got := eventSummary(evs); got != wantEvents || evs.EventsDropped != 0 {
+			t.Errorf("events:\n  %s\nwant\n  %s", got, wantEvents)
+		}
+		for i := 1; i < len(evs.Events); i++ {
+			if evs.Events[i].At.Before(evs.Events[i-1].At) {
+				t.Errorf("event %d at %v, before the one before it at %v", i, evs.Events[i].At, evs.Events[i-1].At)
+			}
+		}
+		// Listings leave the history out.
+		var raw map[string][]map[string]any
+		e.do("GET", "/v1/runs", nil).ok(t, http.StatusOK, &raw)
+		for _, r := range raw["runs"] {
+			if _, ok := r["events"]; ok {
+				t.Errorf("listed run has events: %v", r)
+			}
+		}
 	})
 
 	t.Run("interrupt then resume", func(t *testing.T) {
@@ -1010,9 +1061,16 @@ func TestEndToEnd(t *testing.T) {
 				e.do("POST", "/v1/runs/"+run.RunID+"/resume", "").problem(t, 400, "waits for a value")
 				e.await(run.RunID, pregel.RunInterrupted)
 				e.do("POST", "/v1/runs/"+run.RunID+"/resume", tc.body(d.Interrupts[0].ID)).ok(t, http.StatusAccepted, nil)
+				id := d.Interrupts[0].ID
 				d = e.await(run.RunID, pregel.RunCompleted)
 				if string(d.Values["text"]) != `"hello Ada"` || len(d.Interrupts) != 0 {
 					t.Errorf("resumed run = %+v %s", d, d.Values)
+				}
+				var evs api.EventList
+				e.do("GET", "/v1/runs/"+run.RunID+"/events", nil).ok(t, http.StatusOK, &evs)
+				want := "created/pending/0 running/running/0 interrupted/interrupted/0(" + id + ") resume_requested/pending/0 running/running/0 completed/completed/1"
+				if got := eventSummary(evs); got != want {
+					t.Errorf("events:\n  %s\nwant\n  %s", got, want)
 				}
 				// Resuming a completed run: 409, nothing changes.
 				before := e.snapshot()
@@ -1038,6 +1096,11 @@ func TestEndToEnd(t *testing.T) {
 		d := e.await("c1", pregel.RunCancelled)
 		if d.Step != 0 || string(d.Values["text"]) != `"s"` {
 			t.Errorf("cancelled run applied its unfinished step: %+v %s", d, d.Values)
+		}
+		var evs api.EventList
+		e.do("GET", "/v1/runs/c1/events", nil).ok(t, http.StatusOK, &evs)
+		if got, want := eventSummary(evs), "created/pending/0 running/running/0 cancel_requested/running/0 cancelled/cancelled/0"; got != want {
+			t.Errorf("events:\n  %s\nwant\n  %s", got, want)
 		}
 		// Drain, cancel and resume of a cancelled run: 409.
 		for _, action := range []string{"drain", "cancel", "resume"} {

@@ -116,6 +116,19 @@ func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request) error 
 	return h.writeJSON(w, r, http.StatusOK, CheckpointList{RunID: id, Checkpoints: steps})
 }
 
+// listEvents serves GET /v1/runs/{run_id}/events: the run's history.
+func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request) error {
+	if err := allowedQuery(r); err != nil {
+		return err
+	}
+	id := r.PathValue("run_id")
+	evs, dropped, err := h.svc.Events(r.Context(), id)
+	if err != nil {
+		return runErr(id, err)
+	}
+	return h.writeJSON(w, r, http.StatusOK, eventList(id, evs, dropped))
+}
+
 // getCheckpoint serves GET /v1/runs/{run_id}/checkpoints/{step}, where
 // step is a step number or "latest".
 func (h *Handler) getCheckpoint(w http.ResponseWriter, r *http.Request) error {

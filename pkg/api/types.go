@@ -123,6 +123,41 @@ type CheckpointList struct {
 	Checkpoints []pregel.StepInfo `json:"checkpoints"`
 }
 
+// EventList is the body of GET /v1/runs/{run_id}/events: the run's
+// history, oldest first.
+type EventList struct {
+	RunID  string  `json:"run_id"`
+	Events []Event `json:"events"`
+	// EventsDropped counts the events dropped from a long history: it
+	// keeps the first event (created) and the newest ones.
+	EventsDropped int `json:"events_dropped"`
+}
+
+// Event is one entry of a run's history: a change of its status or a
+// request made of it.
+type Event struct {
+	At time.Time `json:"at"`
+	// Type is created, running, interrupted, drained, completed, failed,
+	// cancelled (changes of status), drain_requested, cancel_requested or
+	// resume_requested.
+	Type string `json:"type"`
+	// Status is the run's status after the change.
+	Status pregel.RunStatus `json:"status"`
+	// Step is the run's last committed superstep at the change.
+	Step int `json:"step"`
+	// Detail is the drain reason (drain_requested, drained), the error
+	// (failed) or the ids of the pending interrupts (interrupted).
+	Detail string `json:"detail,omitempty"`
+}
+
+func eventList(id string, evs []runs.Event, dropped int) EventList {
+	out := EventList{RunID: id, Events: make([]Event, len(evs)), EventsDropped: dropped}
+	for i, ev := range evs {
+		out.Events[i] = Event{At: ev.At, Type: string(ev.Type), Status: ev.Status, Step: ev.Step, Detail: ev.Detail}
+	}
+	return out
+}
+
 // DrainRequest is the body of POST /v1/runs/{run_id}/drain; it may be
 // empty.
 type DrainRequest struct {

@@ -179,6 +179,7 @@ func decodePageToken(tok string) (listKey, error) {
 // cloneRun returns a copy of r that shares no memory with it.
 func cloneRun(r Run) Run {
 	r.Input = slices.Clone(r.Input)
+	r.Events = slices.Clone(r.Events)
 	if r.Interrupts != nil {
 		ins := make([]pregel.InterruptInfo, len(r.Interrupts))
 		copy(ins, r.Interrupts)

@@ -1,8 +1,8 @@
 // Package runs manages runs of registered graphs: their records (status,
-// input, counters, drain and cancel requests), the rules of their
-// lifecycle, and the Service that the HTTP API, the CLI and the Lambdas
-// share. Executing supersteps is left to a Dispatcher: the embedded
-// Scheduler in this package, or the serverless tick queue.
+// input, counters, drain and cancel requests, history of events), the
+// rules of their lifecycle, and the Service that the HTTP API, the CLI and
+// the Lambdas share. Executing supersteps is left to a Dispatcher: the
+// embedded Scheduler in this package, or the serverless tick queue.
 package runs
 
 import (
@@ -41,6 +41,12 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 	// FailedNode names the node that failed the run, if one did.
 	FailedNode string `json:"failed_node,omitempty"`
+	// Events is the run's history, oldest first: its changes of status
+	// and the requests made of it (see Event). Mutate appends to it. It
+	// holds at most MaxEvents events: the first (created) and the newest;
+	// EventsDropped counts the ones dropped in between.
+	Events        []Event `json:"events,omitempty"`
+	EventsDropped int     `json:"events_dropped,omitempty"`
 	// Version increases with every update; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`

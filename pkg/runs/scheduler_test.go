@@ -194,6 +194,30 @@ func TestSchedulerCompletes(t *testing.T) {
 	if v := string(e.values(t, r.ID)["count"]); v != "5" {
 		t.Errorf("count = %s, want 5", v)
 	}
+	checkEvents(t, got,
+		wantEvent{runs.EventCreated, pregel.RunPending, 0, ""},
+		wantEvent{runs.EventRunning, pregel.RunRunning, 0, ""},
+		wantEvent{runs.EventCompleted, pregel.RunCompleted, 5, ""})
+}
+
+// eventTypes lists the types, statuses and details of a run's events.
+func eventTypes(r runs.Run) string {
+	var b strings.Builder
+	for _, ev := range r.Events {
+		fmt.Fprintf(&b, "%s/%s", ev.Type, ev.Status)
+		if ev.Detail != "" {
+			fmt.Fprintf(&b, "(%s)", ev.Detail)
+		}
+		b.WriteByte(' ')
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func checkEventTypes(t *testing.T, r runs.Run, want string) {
+	t.Helper()
+	if got := eventTypes(r); got != want {
+		t.Errorf("run %s: events\n  %s\nwant\n  %s", r.ID, got, want)
+	}
 }
 
 func TestSchedulerDrainAndResume(t *testing.T) {
@@ -230,6 +254,11 @@ func TestSchedulerDrainAndResume(t *testing.T) {
 	done := e.wait(t, r.ID, pregel.RunCompleted)
 	if done.Step != 5 || done.Counters.Completed != 5 || done.DrainRequested {
 		t.Errorf("resumed run: step %d counters %+v drain %v; want 5, 5 completed, no drain", done.Step, done.Counters, done.DrainRequested)
+	}
+	checkEventTypes(t, done, "created/pending running/running drain_requested/running(maintenance) drained/drained(maintenance) "+
+		"resume_requested/pending running/running completed/completed")
+	if ev := done.Events[3]; ev.Step != 3 {
+		t.Errorf("drained event at step %d, want 3", ev.Step)
 	}
 
 	// The same final state as a run left alone.
@@ -280,6 +309,8 @@ func TestSchedulerInterruptResume(t *testing.T) {
 			if done.Resume != nil || done.Interrupts != nil || done.Step != 2 {
 				t.Errorf("resumed run: resume %+v interrupts %+v step %d; want none, none, 2", done.Resume, done.Interrupts, done.Step)
 			}
+			checkEventTypes(t, done, "created/pending running/running interrupted/interrupted("+in.Interrupts[0].ID+") "+
+				"resume_requested/pending running/running completed/completed")
 			if v := string(e.values(t, r.ID)["answer"]); v != `"yes"` {
 				t.Errorf("answer = %s, want \"yes\"", v)
 			}
@@ -301,6 +332,7 @@ func TestSchedulerFailedRun(t *testing.T) {
 	if got.Step != 1 {
 		t.Errorf("failed run: step %d, want 1", got.Step)
 	}
+	checkEventTypes(t, got, `created/pending running/running failed/failed(node "bad" failed after 1 attempt(s): boom)`)
 }
 
 // blockGraph runs a, then block (which waits at g), then c.
@@ -332,6 +364,7 @@ func TestSchedulerCancelRunning(t *testing.T) {
 	if got.CancelRequested || got.Step != 1 {
 		t.Errorf("cancelled run: cancel requested %v, step %d; want false, 1", got.CancelRequested, got.Step)
 	}
+	checkEventTypes(t, got, "created/pending running/running cancel_requested/running cancelled/cancelled")
 	cp, err := e.cps.Load(t.Context(), r.ID, pregel.Latest)
 	if err != nil {
 		t.Fatal(err)
@@ -371,6 +404,7 @@ func TestSchedulerCancelQueued(t *testing.T) {
 	if got := e.get(t, queued.ID); got.Status != pregel.RunCancelled || got.Step != 0 {
 		t.Errorf("queued run: %s step %d, want cancelled at step 0", got.Status, got.Step)
 	}
+	checkEventTypes(t, e.get(t, queued.ID), "created/pending cancel_requested/pending cancelled/cancelled")
 }
 
 func TestSchedulerDrainQueued(t *testing.T) {

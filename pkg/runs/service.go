@@ -128,7 +128,10 @@ func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (
 		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: "), ErrInvalid)
 	}
 	now := s.now()
-	r, created, err = s.Runs.CreateRun(ctx, Run{ID: req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now})
+	r, created, err = s.Runs.CreateRun(ctx, Run{
+		ID: req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now,
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}},
+	})
 	if err != nil {
 		return Run{}, false, fmt.Errorf("store run: %w", err)
 	}
@@ -212,6 +215,16 @@ func (s *Service) History(ctx context.Context, id string) ([]pregel.StepInfo, er
 	return h, err
 }
 
+// Events returns a run's history, oldest first, and the number of events
+// dropped from it (see MaxEvents).
+func (s *Service) Events(ctx context.Context, id string) (events []Event, dropped int, err error) {
+	r, err := s.Runs.GetRun(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	return r.Events, r.EventsDropped, nil
+}
+
 // Checkpoint returns a run's checkpoint at step (pregel.Latest: newest).
 func (s *Service) Checkpoint(ctx context.Context, id string, step int) (*pregel.Checkpoint, error) {
 	if _, err := s.Runs.GetRun(ctx, id); err != nil {
@@ -230,7 +243,7 @@ func (s *Service) Drain(ctx context.Context, id, reason string) (Run, error) {
 	if len(reason) > 1024 {
 		return Run{}, fmt.Errorf("reason is %d bytes; keep it under 1024: %w", len(reason), ErrInvalid)
 	}
-	r, err := Mutate(ctx, s.Runs, id, func(r *Run) error {
+	r, err := s.mutateRun(ctx, id, func(r *Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return fmt.Errorf("run %q is %s; only pending or running runs can be drained: %w", id, r.Status, ErrInvalidState)
 		}
@@ -251,7 +264,7 @@ func (s *Service) Drain(ctx context.Context, id, reason string) (Run, error) {
 // Cancel stops a run for good: at once when it is paused, at the executor's
 // next check when it is running.
 func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
-	r, err := Mutate(ctx, s.Runs, id, func(r *Run) error {
+	r, err := s.mutateRun(ctx, id, func(r *Run) error {
 		switch r.Status {
 		case pregel.RunInterrupted, pregel.RunDrained:
 			r.Status, r.Interrupts, r.Resume = pregel.RunCancelled, nil, nil
@@ -272,7 +285,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
 // drained run.
 func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run, error) {
 	var before Run
-	r, err := Mutate(ctx, s.Runs, id, func(r *Run) error {
+	r, err := s.mutateRun(ctx, id, func(r *Run) error {
 		before = *r
 		switch r.Status {
 		case pregel.RunDrained:
@@ -301,8 +314,9 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 		return Run{}, err
 	}
 	if err := s.Dispatcher.Dispatch(ctx, r); err != nil {
-		// Put the run back as it was, so that the caller can retry.
-		if _, rbErr := Mutate(ctx, s.Runs, id, func(cur *Run) error {
+		// Put the run back as it was, so that the caller can retry. Its
+		// history keeps the resume and records the status restored.
+		if _, rbErr := s.mutateRun(ctx, id, func(cur *Run) error {
 			if cur.Status != pregel.RunPending || cur.Version != r.Version {
 				return errRolledBack
 			}
@@ -336,15 +350,30 @@ func interruptIDs(ins []pregel.InterruptInfo) string {
 
 // Mutate reads a run, applies fn and stores the result, retrying when the
 // run changed in between. An error from fn is returned as is.
+//
+// The events of the change (a new status, a drain, cancel or resume
+// request; see Event) are appended to the run's history before it is
+// stored, at the current time; fn should leave Events alone.
 func Mutate(ctx context.Context, store Store, id string, fn func(*Run) error) (Run, error) {
+	return mutate(ctx, store, id, func() time.Time { return time.Now().UTC() }, fn)
+}
+
+// mutateRun is Mutate with the Service's clock for the events.
+func (s *Service) mutateRun(ctx context.Context, id string, fn func(*Run) error) (Run, error) {
+	return mutate(ctx, s.Runs, id, s.now, fn)
+}
+
+func mutate(ctx context.Context, store Store, id string, now func() time.Time, fn func(*Run) error) (Run, error) {
 	for attempt := 0; ; attempt++ {
 		r, err := store.GetRun(ctx, id)
 		if err != nil {
 			return Run{}, err
 		}
+		before := r
 		if err := fn(&r); err != nil {
 			return r, err
 		}
+		RecordChanges(before, &r, now())
 		out, err := store.UpdateRun(ctx, r)
 		if !errors.Is(err, ErrConflict) || attempt >= 50 {
 			return out, err

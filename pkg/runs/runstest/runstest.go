@@ -16,10 +16,11 @@
 //
 // # What the suite holds stores to
 //
-//   - Every field of a [runs.Run] comes back as stored. JSON (Input,
-//     interrupt values, resume values) is compared semantically, so a store
-//     may re-encode it. Times must keep at least millisecond precision; their
-//     location does not matter.
+//   - Every field of a [runs.Run] comes back as stored, its history of
+//     events included (also a full one, of [runs.MaxEvents] events). JSON
+//     (Input, interrupt values, resume values) is compared semantically, so
+//     a store may re-encode it. Times must keep at least millisecond
+//     precision; their location does not matter.
 //   - CreateRun with an id already stored returns the stored record and
 //     created=false, and changes nothing.
 //   - GetRun and UpdateRun of an unknown id fail with an error wrapping
@@ -75,6 +76,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runs.Store) {
 		{"CreateAndGet", testCreateAndGet},
 		{"CreateIdempotent", testCreateIdempotent},
 		{"RoundTrip", testRoundTrip},
+		{"Events", testEvents},
 		{"GetNotFound", testGetNotFound},
 		{"Update", testUpdate},
 		{"UpdateConflict", testUpdateConflict},
@@ -172,6 +174,13 @@ func full(id, graph string) runs.Run {
 		},
 		Error:      `node "ask" failed after 2 attempt(s): boom`,
 		FailedNode: "ask",
+		Events: []runs.Event{
+			{At: at, Type: runs.EventCreated, Status: pregel.RunPending},
+			{At: at.Add(time.Second), Type: runs.EventRunning, Status: pregel.RunRunning},
+			{At: at.Add(2 * time.Second), Type: runs.EventDrainRequested, Status: pregel.RunRunning, Step: 6, Detail: "maintenance window"},
+			{At: at.Add(3 * time.Second), Type: runs.EventInterrupted, Status: pregel.RunInterrupted, Step: 7, Detail: "task1.0, task2.0"},
+		},
+		EventsDropped: 3,
 	}
 }
 
@@ -197,6 +206,18 @@ func checkRun(t *testing.T, what string, got, want runs.Run, times bool) {
 	eq("CancelRequested", got.CancelRequested, want.CancelRequested)
 	eq("Error", got.Error, want.Error)
 	eq("FailedNode", got.FailedNode, want.FailedNode)
+	eq("EventsDropped", got.EventsDropped, want.EventsDropped)
+	if len(got.Events) != len(want.Events) {
+		t.Errorf("%s: %d events, want %d: %+v", what, len(got.Events), len(want.Events), got.Events)
+	} else {
+		for i, w := range want.Events {
+			g := got.Events[i]
+			if g.Type != w.Type || g.Status != w.Status || g.Step != w.Step || g.Detail != w.Detail {
+				t.Errorf("%s: event %d = %+v, want %+v", what, i, g, w)
+			}
+			checkTime(t, fmt.Sprintf("%s: event %d At", what, i), g.At, w.At)
+		}
+	}
 	if len(got.Interrupts) != len(want.Interrupts) {
 		t.Errorf("%s: %d interrupts, want %d: %+v", what, len(got.Interrupts), len(want.Interrupts), got.Interrupts)
 	} else {
@@ -317,6 +338,7 @@ func testRoundTrip(t *testing.T, s runs.Store) {
 	// Clearing fields clears them.
 	after.Interrupts, after.Resume, after.Error, after.FailedNode = nil, nil, "", ""
 	after.DrainRequested, after.DrainReason, after.CancelRequested = false, "", false
+	after.Events, after.EventsDropped = nil, 0
 	after.Status = pregel.RunCompleted
 	cleared, err := s.UpdateRun(t.Context(), after)
 	if err != nil {
@@ -324,6 +346,82 @@ func testRoundTrip(t *testing.T, s runs.Store) {
 	}
 	checkRun(t, "GetRun after clearing", get(t, s, plain.ID), cleared, false)
 	checkRun(t, "UpdateRun (clearing)", cleared, after, false)
+}
+
+func testEvents(t *testing.T, s runs.Store) {
+	ctx := t.Context()
+	p := uniq(t)
+	r := newRun(p+"-a", p+"-graph", 0)
+	r.Events = []runs.Event{{At: r.CreatedAt, Type: runs.EventCreated, Status: pregel.RunPending}}
+	want := r
+	checkRun(t, "CreateRun with an event", create(t, s, r), want, true)
+
+	// Mutate records the events of each change, and the store keeps them.
+	steps := []func(*runs.Run){
+		func(r *runs.Run) { r.Status = pregel.RunRunning },
+		func(r *runs.Run) { r.Step, r.Counters.Completed = 1, 1 },
+		func(r *runs.Run) { r.DrainRequested, r.DrainReason = true, "deploy" },
+		func(r *runs.Run) { r.Status, r.Step = pregel.RunDrained, 2 },
+		func(r *runs.Run) { r.Status, r.DrainRequested, r.DrainReason = pregel.RunPending, false, "" },
+	}
+	for i, step := range steps {
+		if _, err := runs.Mutate(ctx, s, r.ID, func(r *runs.Run) error { step(r); return nil }); err != nil {
+			t.Fatalf("Mutate %d: %v", i, err)
+		}
+	}
+	got := get(t, s, r.ID)
+	type short struct {
+		Type   runs.EventType
+		Status pregel.RunStatus
+		Step   int
+		Detail string
+	}
+	var gotEvents []short
+	for _, ev := range got.Events {
+		gotEvents = append(gotEvents, short{ev.Type, ev.Status, ev.Step, ev.Detail})
+	}
+	wantEvents := []short{
+		{runs.EventCreated, pregel.RunPending, 0, ""},
+		{runs.EventRunning, pregel.RunRunning, 0, ""},
+		{runs.EventDrainRequested, pregel.RunRunning, 1, "deploy"},
+		{runs.EventDrained, pregel.RunDrained, 2, "deploy"},
+		{runs.EventResumeRequested, pregel.RunPending, 2, ""},
+	}
+	if !reflect.DeepEqual(gotEvents, wantEvents) {
+		t.Errorf("events after Mutate calls = %+v, want %+v", gotEvents, wantEvents)
+	}
+	checkTime(t, "created event At", got.Events[0].At, r.CreatedAt)
+	for i, ev := range got.Events[1:] {
+		if ev.At.Before(got.Events[i].At) || ev.At.After(time.Now().Add(time.Second)) {
+			t.Errorf("event %d at %v, after %v", i+1, ev.At, got.Events[i].At)
+		}
+	}
+
+	// A full history, with details of every kind, round-trips through
+	// UpdateRun.
+	full := got
+	full.Events = make([]runs.Event, runs.MaxEvents)
+	for i := range full.Events {
+		full.Events[i] = runs.Event{
+			At:     base.Add(time.Duration(i) * time.Millisecond),
+			Type:   []runs.EventType{runs.EventRunning, runs.EventDrainRequested, runs.EventFailed}[i%3],
+			Status: pregel.RunRunning,
+			Step:   i,
+			Detail: fmt.Sprintf(`node "n%d" failed: Grüße <b> & "q"`, i),
+		}
+	}
+	full.EventsDropped = 1234
+	out, err := s.UpdateRun(ctx, full)
+	if err != nil {
+		t.Fatalf("UpdateRun with %d events: %v", runs.MaxEvents, err)
+	}
+	checkRun(t, "UpdateRun with a full history", out, full, false)
+	checkRun(t, "GetRun after UpdateRun with a full history", get(t, s, r.ID), full, false)
+	listed := list(t, s, runs.Filter{Graph: r.Graph})
+	if len(listed.Runs) != 1 {
+		t.Fatalf("ListRuns: %d runs, want 1", len(listed.Runs))
+	}
+	checkRun(t, "listed run with a full history", listed.Runs[0], full, false)
 }
 
 func testGetNotFound(t *testing.T, s runs.Store) {
@@ -768,6 +866,9 @@ func testCopies(t *testing.T, s runs.Store) {
 				r.Resume.Value[0] = 'X'
 			}
 			r.Resume.Values["task1.0"] = json.RawMessage(`"changed"`)
+		}
+		if len(r.Events) > 0 {
+			r.Events[0].Detail = "changed"
 		}
 	}
 	scribble(&in)
