@@ -43,8 +43,8 @@ const awsDevHelp = `
 With --aws, dev runs the serverless runtime instead, without Lambda or
 Docker: the HTTP API is served here over DynamoDB and SQS (moto_server or
 another emulator at --endpoint, or AWS itself), and pollers stand in for the
-three functions' event source mappings, calling the same tick, node and api
-Lambda handlers in this process (batch size 1, ReportBatchItemFailures).
+queue event source mappings of the api, tick and node functions, calling
+their Lambda handlers in this process (batch size 1, ReportBatchItemFailures).
 --create makes the table and queues first (named after --prefix); otherwise
 name them with --table, --tick-queue, --node-queue and --start-queue, or the
 functions' environment variables TABLE_NAME, TICK_QUEUE_URL, NODE_QUEUE_URL
