@@ -4,21 +4,8 @@
 // Configuration is read from the environment; see pkg/serverless/README.md.
 package main
 
-import (
-	"context"
-	"log/slog"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
-	"github.com/superstep/superstep/pkg/serverless"
-)
+import "github.com/superstep/superstep/pkg/serverless"
 
 func main() {
-	app, err := serverless.FromEnv(context.Background())
-	if err != nil {
-		slog.Error("superstep api: cannot start", "err", err)
-		os.Exit(1)
-	}
-	lambda.Start(app.HandleAPI)
+	serverless.Main("api", func(a *serverless.App) any { return a.HandleAPI })
 }

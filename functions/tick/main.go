@@ -3,21 +3,8 @@
 // Configuration is read from the environment; see pkg/serverless/README.md.
 package main
 
-import (
-	"context"
-	"log/slog"
-	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
-
-	"github.com/superstep/superstep/pkg/serverless"
-)
+import "github.com/superstep/superstep/pkg/serverless"
 
 func main() {
-	app, err := serverless.FromEnv(context.Background())
-	if err != nil {
-		slog.Error("superstep tick: cannot start", "err", err)
-		os.Exit(1)
-	}
-	lambda.Start(app.HandleTick)
+	serverless.Main("tick", func(a *serverless.App) any { return a.HandleTick })
 }
