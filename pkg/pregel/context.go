@@ -23,6 +23,7 @@ type taskContext struct {
 	info    TaskInfo
 	trigger Trigger
 	resume  map[string]json.RawMessage
+	sink    EventSink
 
 	mu         sync.Mutex
 	interrupts int

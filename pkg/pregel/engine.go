@@ -134,7 +134,7 @@ func (g *Graph) Execute(ctx context.Context, t Task, values map[string]json.RawM
 
 func (g *Graph) execute(ctx context.Context, t Task, values map[string]json.RawMessage, resume map[string]json.RawMessage) (TaskResult, *taskContext) {
 	n := g.nodes[t.Node()]
-	tc := &taskContext{info: TaskInfo{RunID: t.RunID, Step: t.Step, TaskID: t.ID, Node: t.Node()}, trigger: t.Trigger, resume: resume}
+	tc := &taskContext{info: TaskInfo{RunID: t.RunID, Step: t.Step, TaskID: t.ID, Node: t.Node()}, trigger: t.Trigger, resume: resume, sink: sinkFrom(ctx)}
 	if n == nil {
 		return TaskResult{TaskID: t.ID, Node: t.Node(), Status: NodeFailed, Error: fmt.Sprintf("graph %q has no node %q", g.name, t.Node())}, tc
 	}

@@ -18,6 +18,9 @@ const (
 	EventStepFinished EventType = "step_finished"
 	EventInterrupted  EventType = "interrupted"
 	EventRunFinished  EventType = "run_finished"
+	// EventCustom is an event a node sent with [Emit] while it ran; it
+	// comes between the node's EventNodeStarted and EventNodeFinished.
+	EventCustom EventType = "custom"
 )
 
 // Event tells an observer what a run is doing. Observers are called one at
@@ -46,6 +49,9 @@ type Event struct {
 	// RunStatus is set on EventRunFinished.
 	RunStatus  RunStatus       `json:"run_status,omitempty"`
 	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
+	// Name and Payload are an EventCustom's name and JSON payload.
+	Name    string          `json:"name,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // Observer receives a run's events.

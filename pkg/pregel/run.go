@@ -431,7 +431,11 @@ func (g *Graph) runTask(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 	if em.fn != nil {
 		em.emit(Event{Type: EventNodeStarted, Step: t.Step, Node: t.Node(), TaskID: t.ID, Arg: t.Trigger.Arg})
 	}
-	res, _ := g.execute(ctx, t, cp.Values, resume)
+	ectx := ctx
+	if em.fn != nil {
+		ectx = WithEventSink(ctx, em.emit)
+	}
+	res, _ := g.execute(ectx, t, cp.Values, resume)
 	if ctx.Err() != nil {
 		return res, nil
 	}
