@@ -40,6 +40,7 @@ func (h *Handler) getGraph(w http.ResponseWriter, r *http.Request) error {
 		Description: g.Description(),
 		Nodes:       g.Nodes(),
 		Channels:    g.Channels(),
+		GraphShape:  graphShape(g),
 	}
 	var statuses map[string]pregel.NodeStatus
 	if id := r.URL.Query().Get("run"); id != "" {

@@ -42,6 +42,8 @@ type Graph struct {
 	// each node, listed here by node name.
 	RunID        string                       `json:"run_id,omitempty"`
 	NodeStatuses map[string]pregel.NodeStatus `json:"node_statuses,omitempty"`
+
+	GraphShape // edges and node policies (graphshape.go)
 }
 
 // CreateRunRequest is the body of POST /v1/graphs/{graph}/runs. An empty
