@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/inspector"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -122,7 +123,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           inspector.New(handler), // the web inspector at /, the API's routes keep precedence
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -1,0 +1,810 @@
+// superstep inspector: a single page over the HTTP API (pkg/api).
+// Plain JavaScript, no build step; the graph layout comes from dagre
+// (vendor/dagre.min.js, from npm, see ../web/package.json).
+//
+// Pages (hash routes, so the server serves one file):
+//   #/graphs                      the graphs
+//   #/graphs/NAME                 one graph: its drawing, nodes, channels; start a run
+//   #/runs?graph=&status=&context_id=&page_token=   the runs, newest first
+//   #/runs/ID?step=N              one run at step N (default: follow the latest)
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'superstep.token';
+  const POLL_MS = 1000;
+  const RUN_STATUSES = ['pending', 'running', 'interrupted', 'drained', 'completed', 'failed', 'cancelled'];
+  const NODE_STATUSES = ['completed', 'skipped', 'cancelled', 'failed', 'interrupted', 'running'];
+  const START = '__start__';
+  const END = '__end__';
+
+  const $ = (sel) => document.querySelector(sel);
+
+  // ---- DOM helpers: every text goes through textContent, never HTML. ----
+
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    setAttrs(el, attrs);
+    append(el, children);
+    return el;
+  }
+
+  function svg(tag, attrs, ...children) {
+    const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+    setAttrs(el, attrs);
+    append(el, children);
+    return el;
+  }
+
+  function setAttrs(el, attrs) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else if (k === 'text') el.textContent = v;
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+  }
+
+  function append(el, children) {
+    for (const c of children.flat(Infinity)) {
+      if (c === undefined || c === null || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+  }
+
+  // put replaces el's children, skipping null, undefined and false.
+  function put(el, ...children) {
+    el.replaceChildren();
+    append(el, children);
+  }
+
+  function pretty(v) {
+    return v === undefined ? '(none)' : JSON.stringify(v, null, 2);
+  }
+
+  function when(iso) {
+    if (!iso) return '';
+    const d = new Date(iso);
+    return d.toLocaleString(undefined, { hour12: false }) + '.' + String(d.getMilliseconds()).padStart(3, '0');
+  }
+
+  function badge(status) {
+    return h('span', { class: 'badge s-' + status, 'data-status': status, text: status });
+  }
+
+  // ---- Errors shown in the page. ----
+
+  function showError(msg) {
+    const el = $('#error');
+    el.textContent = msg;
+    el.hidden = false;
+  }
+
+  function clearError() {
+    const el = $('#error');
+    el.textContent = '';
+    el.hidden = true;
+  }
+
+  // ---- The API client. ----
+
+  // ApiError carries the problem document's detail: what to fix.
+  class ApiError extends Error {
+    constructor(status, detail) {
+      super(detail);
+      this.status = status;
+    }
+  }
+
+  let tokenPrompt = null; // the pending prompt, shared by concurrent requests
+
+  // askToken opens the token dialog once and resolves when a token is given.
+  function askToken(message) {
+    if (tokenPrompt) return tokenPrompt;
+    tokenPrompt = new Promise((resolve) => {
+      const dlg = $('#token-dialog');
+      $('#token-message').textContent = message;
+      const input = $('#token-input');
+      input.value = '';
+      const done = (ev) => {
+        ev.preventDefault();
+        const tok = input.value.trim();
+        if (!tok) return;
+        sessionStorage.setItem(TOKEN_KEY, tok);
+        $('#token-form').removeEventListener('submit', done);
+        dlg.close();
+        tokenPrompt = null;
+        resolve();
+      };
+      $('#token-form').addEventListener('submit', done);
+      dlg.addEventListener('cancel', (ev) => ev.preventDefault()); // nothing works without it
+      dlg.showModal();
+      input.focus();
+    });
+    return tokenPrompt;
+  }
+
+  // api sends one request; body is a string of JSON, sent as is. It
+  // returns the decoded response or throws an ApiError. A 401 asks for
+  // the token and tries again.
+  async function api(method, path, body) {
+    for (;;) {
+      const headers = { Accept: 'application/json' };
+      const tok = sessionStorage.getItem(TOKEN_KEY);
+      if (tok) headers.Authorization = 'Bearer ' + tok;
+      const init = { method, headers };
+      if (body !== undefined) {
+        headers['Content-Type'] = 'application/json';
+        init.body = body;
+      }
+      let res;
+      try {
+        res = await fetch(path, init);
+      } catch (e) {
+        throw new ApiError(0, 'the server cannot be reached (' + e.message + '); is `superstep dev` still running?');
+      }
+      if (res.status === 401) {
+        if (tok) sessionStorage.removeItem(TOKEN_KEY);
+        await askToken(tok ? 'The server refused that token; enter the token it was started with.' : 'This server requires a bearer token (superstep dev --token).');
+        continue;
+      }
+      const text = await res.text();
+      let data = null;
+      try {
+        data = text ? JSON.parse(text) : null;
+      } catch (_) {
+        data = null;
+      }
+      if (!res.ok) {
+        const detail = data && data.detail ? data.detail : res.status + ' ' + res.statusText;
+        throw new ApiError(res.status, detail);
+      }
+      return data;
+    }
+  }
+
+  const enc = encodeURIComponent;
+
+  // ---- Live updates. ----
+
+  // Feed calls refresh now and again whenever the watched thing may have
+  // changed, until stopped or until refresh returns false. It polls the
+  // API every POLL_MS; the SSE stream (/v1/runs/{id}/stream) will replace
+  // the timer with an EventSource whose messages call tick, and nothing
+  // else in the page changes.
+  class Feed {
+    constructor(refresh) {
+      this.refresh = refresh;
+      this.timer = 0;
+      this.stopped = false;
+    }
+
+    start() {
+      this.tick();
+      return this;
+    }
+
+    async tick() {
+      clearTimeout(this.timer);
+      if (this.stopped) return;
+      let more = true;
+      try {
+        more = await this.refresh();
+      } catch (e) {
+        showError(e.message);
+      }
+      setLive(!this.stopped && more);
+      if (!this.stopped && more) this.timer = setTimeout(() => this.tick(), POLL_MS);
+    }
+
+    stop() {
+      this.stopped = true;
+      clearTimeout(this.timer);
+      setLive(false);
+    }
+  }
+
+  function setLive(on) {
+    $('#live').hidden = !on;
+  }
+
+  // ---- Routing. ----
+
+  let feed = null; // the current page's feed
+  let page = 0; // bumped on every navigation: late answers of a page left are dropped
+
+  function parseHash() {
+    const raw = location.hash.replace(/^#/, '') || '/graphs';
+    const [path, qs] = raw.split('?');
+    const parts = path.split('/').filter(Boolean).map((p) => {
+      try {
+        return decodeURIComponent(p);
+      } catch (_) {
+        return p;
+      }
+    });
+    return { raw, parts, query: new URLSearchParams(qs || '') };
+  }
+
+  async function route() {
+    if (feed) feed.stop();
+    feed = null;
+    page++;
+    clearError();
+    const { raw, parts, query } = parseHash();
+    for (const a of document.querySelectorAll('[data-nav]')) {
+      a.classList.toggle('current', a.dataset.nav === parts[0]);
+    }
+    const view = $('#view');
+    put(view, h('p', { class: 'muted', text: 'Loading…' }));
+    try {
+      if (parts[0] === 'graphs' && parts.length === 1) await graphsPage(view);
+      else if (parts[0] === 'graphs' && parts.length === 2) await graphPage(view, parts[1]);
+      else if (parts[0] === 'runs' && parts.length === 1) runsPage(view, query);
+      else if (parts[0] === 'runs' && parts.length === 2) runPage(view, parts[1], query);
+      else throw new Error('there is no page at #' + raw + '; see #/graphs or #/runs');
+    } catch (e) {
+      put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
+      showError(e.message);
+    }
+  }
+
+  function go(hash) {
+    if (location.hash === hash) route();
+    else location.hash = hash;
+  }
+
+  // ---- Graphs. ----
+
+  async function graphsPage(view) {
+    const my = page;
+    const list = await api('GET', '/v1/graphs');
+    if (my !== page) return;
+    put(view,
+      h('h1', { text: 'Graphs' }),
+      list.graphs.length === 0 ? h('p', { class: 'muted', text: 'This server has no graphs registered.' }) : null,
+      h('div', { class: 'cards' }, list.graphs.map((g) =>
+        h('a', { class: 'card', href: '#/graphs/' + enc(g.name), 'data-graph': g.name },
+          h('h2', { text: g.name }),
+          h('div', { text: g.description || '' }),
+          h('div', { class: 'muted' }, g.node_count + ' nodes · channels: ', g.channels.join(', '))))));
+  }
+
+  async function graphPage(view, name) {
+    const my = page;
+    const g = await api('GET', '/v1/graphs/' + enc(name));
+    if (my !== page) return;
+    const details = h('div', { class: 'panel', id: 'node-details' }, h('p', { class: 'muted', text: 'Click a node to see its contract.' }));
+    const drawing = drawGraph(g, {}, (id) => put(details, nodeDetails(g, id, null)));
+    put(view,
+      h('h1', { text: g.name }),
+      h('p', { text: g.description || '' }),
+      h('div', { class: 'cols' },
+        h('div', {},
+          h('div', { class: 'panel graph-wrap' }, drawing, legend(false)),
+          h('div', { class: 'panel' }, h('h2', { text: 'Nodes' }), nodeTable(g))),
+        h('div', {},
+          startForm(g),
+          details,
+          h('div', { class: 'panel' }, h('h2', { text: 'Channels' }),
+            h('p', {}, g.channels.map((c) => h('span', { class: 'chip mono', text: c })))),
+          h('p', {}, h('a', { href: '#/runs?graph=' + enc(g.name), text: 'Runs of ' + g.name + ' →' })))));
+  }
+
+  function nodeTable(g) {
+    return h('table', {},
+      h('tr', {}, ['node', 'reads', 'writes', 'attempts', 'timeout', 'on error'].map((t) => h('th', { text: t }))),
+      g.nodes.map((n) => {
+        const p = (g.policies || {})[n.id] || {};
+        return h('tr', {},
+          h('td', {}, h('b', { class: 'mono', text: n.id }), n.name ? ' ' + n.name : '',
+            n.description ? h('div', { class: 'muted', text: n.description }) : null),
+          h('td', { class: 'mono', text: (n.reads || []).join(', ') || 'all' }),
+          h('td', { class: 'mono', text: (n.writes || []).join(', ') || 'any' }),
+          h('td', { text: p.max_attempts || 1 }),
+          h('td', { text: p.timeout_ms ? p.timeout_ms + ' ms' : '' }),
+          h('td', { class: 'mono', text: p.on_error || '' }));
+      }));
+  }
+
+  function nodeDetails(g, id, run) {
+    if (id === START || id === END) return h('p', { text: id === START ? 'Start: the run input (step 0).' : 'End.' });
+    const n = g.nodes.find((x) => x.id === id);
+    if (!n) return h('p', { text: 'unknown node ' + id });
+    const p = (g.policies || {})[id] || {};
+    const meta = Object.entries(n.metadata || {});
+    const out = [
+      h('h2', {}, h('span', { class: 'mono', text: n.id }), n.name ? ' — ' + n.name : ''),
+      n.description ? h('p', { text: n.description }) : null,
+      h('dl', { class: 'kv' },
+        h('dt', { text: 'reads' }), h('dd', { class: 'mono', text: (n.reads || []).join(', ') || 'the whole state' }),
+        h('dt', { text: 'writes' }), h('dd', { class: 'mono', text: (n.writes || []).join(', ') || 'fields it sets' }),
+        h('dt', { text: 'attempts' }), h('dd', { text: String(p.max_attempts || 1) }),
+        h('dt', { text: 'timeout' }), h('dd', { text: p.timeout_ms ? p.timeout_ms + ' ms' : 'none' }),
+        h('dt', { text: 'on error' }), h('dd', { class: 'mono', text: p.on_error || 'the run fails' }),
+        meta.map(([k, v]) => [h('dt', { text: k }), h('dd', { class: 'mono', text: v })])),
+      n.metadata && n.metadata.subgraph ? h('p', {}, 'Runs the graph ', h('a', { href: '#/graphs/' + enc(n.metadata.subgraph), text: n.metadata.subgraph }), ' as one task.') : null,
+      (g.edges || []).some((e) => e.to === id && e.kind === 'fan_out') ? h('p', { class: 'muted', text: 'Runs as parallel fan-out tasks, one per item.' }) : null,
+    ];
+    if (run) {
+      const rows = [];
+      for (const s of run.steps) {
+        for (const t of s.tasks || []) {
+          if (t.node === id) rows.push(h('tr', {}, h('td', { text: s.step }), h('td', {}, badge(t.status)), h('td', { text: t.attempts || '' }), h('td', { text: t.reason || t.error || '' })));
+        }
+      }
+      out.push(h('h3', { text: 'Executions in this run' }),
+        rows.length ? h('table', {}, h('tr', {}, ['step', 'status', 'attempts', 'reason / error'].map((t) => h('th', { text: t }))), rows)
+          : h('p', { class: 'muted', text: 'None committed yet.' }));
+    }
+    return out;
+  }
+
+  function startForm(g) {
+    const input = h('textarea', { id: 'start-input', spellcheck: 'false', 'aria-label': 'run input (JSON)' });
+    input.value = '{}';
+    const runId = h('input', { type: 'text', id: 'start-run-id', placeholder: 'optional', size: 14 });
+    const ctx = h('input', { type: 'text', id: 'start-context-id', placeholder: 'optional', size: 14 });
+    const submit = async (ev) => {
+      ev.preventDefault();
+      clearError();
+      const text = input.value.trim() || '{}';
+      let parsed;
+      try {
+        parsed = JSON.parse(text);
+      } catch (e) {
+        showError('The input is not valid JSON: ' + e.message + '. Give a JSON object of channel values, e.g. {"' + (g.channels[0] || 'channel') + '": …}. Nothing was sent.');
+        return;
+      }
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+        showError('The input must be a JSON object of channel values (channels: ' + g.channels.join(', ') + '), not ' + (Array.isArray(parsed) ? 'an array' : typeof parsed === 'object' ? 'null' : 'a ' + typeof parsed) + '. Nothing was sent.');
+        return;
+      }
+      let body = '{"input":' + text; // the input exactly as typed
+      if (runId.value.trim()) body += ',"run_id":' + JSON.stringify(runId.value.trim());
+      if (ctx.value.trim()) body += ',"context_id":' + JSON.stringify(ctx.value.trim());
+      body += '}';
+      try {
+        const run = await api('POST', '/v1/graphs/' + enc(g.name) + '/runs', body);
+        go('#/runs/' + enc(run.run_id));
+      } catch (e) {
+        showError('The run was not started: ' + e.message);
+      }
+    };
+    return h('form', { class: 'panel', id: 'start-form', onsubmit: submit },
+      h('h2', { text: 'Start a run' }),
+      h('label', { for: 'start-input', text: 'Input: a JSON object of channel values (' + g.channels.join(', ') + ')' }),
+      input,
+      h('div', { class: 'row' },
+        h('label', {}, 'run id ', runId), h('label', {}, 'thread (context id) ', ctx),
+        h('button', { type: 'submit', id: 'start-run', text: 'Start run' })));
+  }
+
+  // ---- The graph drawing. ----
+
+  // drawGraph lays g out with dagre and draws it as SVG. state maps a node
+  // id to {status, current, next, title}; onClick receives a node id.
+  function drawGraph(g, state, onClick, selected) {
+    if (typeof dagre === 'undefined') throw new Error('the graph layout library did not load; reload the page');
+    const d = new dagre.graphlib.Graph({ multigraph: true });
+    d.setGraph({ rankdir: 'TB', nodesep: 28, ranksep: 42, edgesep: 14, marginx: 12, marginy: 12 });
+    d.setDefaultEdgeLabel(() => ({}));
+    const label = (n) => n.name || n.id;
+    const nodes = [{ id: START, label: 'start', terminal: true }, ...g.nodes.map((n) => ({ id: n.id, label: label(n), sub: n.name && n.name !== n.id ? n.id : '', info: n })), { id: END, label: 'end', terminal: true }];
+    for (const n of nodes) {
+      const w = Math.max(n.terminal ? 64 : 96, 8 * Math.max(n.label.length, (n.sub || '').length * 0.85) + 28);
+      d.setNode(n.id, { width: w, height: n.terminal ? 30 : (n.sub ? 46 : 36) });
+    }
+    const labels = { fan_out: 'fan-out', join: 'join', on_error: 'on error' };
+    (g.edges || []).forEach((e, i) => {
+      const text = labels[e.kind];
+      d.setEdge(e.from, e.to, text ? { label: text, width: text.length * 6 + 6, height: 14, labelpos: 'c' } : {}, e.kind + i);
+    });
+    dagre.layout(d);
+    const gi = d.graph();
+    const root = svg('svg', { class: 'graph', width: Math.ceil(gi.width), height: Math.ceil(gi.height), viewBox: '0 0 ' + Math.ceil(gi.width) + ' ' + Math.ceil(gi.height), role: 'img', 'aria-label': 'graph ' + g.name },
+      svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z' }))));
+    (g.edges || []).forEach((e, i) => {
+      const ed = d.edge({ v: e.from, w: e.to, name: e.kind + i });
+      if (!ed) return;
+      const pts = ed.points;
+      let path = 'M' + pts[0].x + ',' + pts[0].y;
+      for (let k = 1; k < pts.length; k++) path += ' L' + pts[k].x + ',' + pts[k].y;
+      root.append(svg('g', { class: 'edge ' + e.kind, 'data-from': e.from, 'data-to': e.to },
+        svg('path', { d: path, 'marker-end': 'url(#arrow)' }),
+        ed.label ? svg('text', { x: ed.x, y: ed.y, text: ed.label }) : null));
+    });
+    for (const n of nodes) {
+      const box = d.node(n.id);
+      const st = state[n.id] || {};
+      const cls = ['node', n.terminal ? 'terminal' : '', n.info && n.info.metadata && n.info.metadata.subgraph ? 'subgraph' : '',
+        st.status || '', st.current ? 'current' : '', st.next ? 'next' : '', selected === n.id ? 'selected' : ''].filter(Boolean).join(' ');
+      const el = svg('g', { class: cls, 'data-node': n.id, 'data-status': st.status || '', transform: 'translate(' + (box.x - box.width / 2) + ',' + (box.y - box.height / 2) + ')', onclick: () => onClick(n.id) },
+        svg('title', { text: n.id + (st.title ? ': ' + st.title : '') }),
+        svg('rect', { width: box.width, height: box.height, rx: n.terminal ? 15 : 6 }),
+        svg('text', { x: box.width / 2, y: n.sub ? 15 : box.height / 2, text: n.label }),
+        n.sub ? svg('text', { class: 'sub', x: box.width / 2, y: 33, text: n.sub }) : null);
+      root.append(el);
+    }
+    return root;
+  }
+
+  function legend(withStatus) {
+    if (!withStatus) {
+      return h('div', { class: 'legend muted' }, 'solid: edge · dashed: conditional · purple: fan-out · blue: join · red dotted: on error');
+    }
+    return h('div', { class: 'legend' }, NODE_STATUSES.map((s) => h('span', { class: 'chip s-' + s, text: s })),
+      h('span', { class: 'muted', text: '· thick border: ran in this step · dashed orange: runs next' }));
+  }
+
+  // ---- Runs. ----
+
+  function runsPage(view, query) {
+    const filters = {
+      graph: query.get('graph') || '',
+      status: query.get('status') || '',
+      context_id: query.get('context_id') || '',
+    };
+    const token = query.get('page_token') || '';
+    const graphSel = h('select', { id: 'filter-graph', 'aria-label': 'graph' }, h('option', { value: '', text: 'any graph' }));
+    const statusSel = h('select', { id: 'filter-status', 'aria-label': 'status' }, h('option', { value: '', text: 'any status' }),
+      RUN_STATUSES.map((s) => h('option', { value: s, text: s, selected: s === filters.status })));
+    const ctxIn = h('input', { type: 'text', id: 'filter-context', placeholder: 'thread (context id)', value: filters.context_id });
+    const apply = (ev) => {
+      ev.preventDefault();
+      const q = new URLSearchParams();
+      if (graphSel.value) q.set('graph', graphSel.value);
+      if (statusSel.value) q.set('status', statusSel.value);
+      if (ctxIn.value.trim()) q.set('context_id', ctxIn.value.trim());
+      go('#/runs' + (q.toString() ? '?' + q : ''));
+    };
+    const body = h('tbody', {});
+    const pager = h('div', { class: 'row' });
+    const my = page;
+    api('GET', '/v1/graphs').then((list) => {
+      if (my !== page) return;
+      for (const g of list.graphs) graphSel.append(h('option', { value: g.name, text: g.name, selected: g.name === filters.graph }));
+    }).catch((e) => showError(e.message));
+    put(view,
+      h('h1', { text: 'Runs' }),
+      h('form', { class: 'inline panel', onsubmit: apply }, graphSel, statusSel, ctxIn, h('button', { type: 'submit', text: 'Filter' })),
+      h('div', { class: 'panel' },
+        h('table', { id: 'runs' }, h('thead', {}, h('tr', {}, ['run', 'graph', 'status', 'step', 'nodes', 'thread', 'created', 'updated'].map((t) => h('th', { text: t })))), body),
+        pager));
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(filters)) if (v) q.set(k, v);
+    if (token) q.set('page_token', token);
+    q.set('limit', '25');
+    const refresh = async () => {
+      const list = await api('GET', '/v1/runs?' + q);
+      if (my !== page) return false;
+      put(body, ...list.runs.map((r) => h('tr', { class: 'clickable', 'data-run': r.run_id, onclick: () => go('#/runs/' + enc(r.run_id)) },
+        h('td', {}, h('a', { class: 'mono', href: '#/runs/' + enc(r.run_id), text: r.run_id })),
+        h('td', { text: r.graph }), h('td', {}, badge(r.status)), h('td', { text: r.step }),
+        h('td', {}, counterChips(r.counters)), h('td', { class: 'mono', text: r.context_id || '' }),
+        h('td', { text: when(r.created_at) }), h('td', { text: when(r.updated_at) }))));
+      if (list.runs.length === 0) body.append(h('tr', {}, h('td', { colspan: 8, class: 'muted', text: 'No runs match.' })));
+      const base = new URLSearchParams(q);
+      base.delete('limit');
+      base.delete('page_token');
+      put(pager,
+        token ? h('a', { href: '#/runs' + (base.toString() ? '?' + base : ''), id: 'first-page', text: '← first page' }) : null,
+        list.next_page_token ? h('a', { href: '#/runs?' + new URLSearchParams([...base, ['page_token', list.next_page_token]]), id: 'next-page', text: 'next page →' }) : null);
+      return true;
+    };
+    feed = new Feed(refresh).start();
+  }
+
+  function counterChips(c) {
+    if (!c) return null;
+    return ['completed', 'skipped', 'cancelled', 'failed'].filter((k) => c[k]).map((k) => h('span', { class: 'chip s-' + k, title: k, text: k + ' ' + c[k] }));
+  }
+
+  // ---- One run. ----
+
+  // statusesAt gives each node its status as of committed step `step`:
+  // the latest status of its tasks up to that step (the most telling one
+  // when fan-out ran several), the nodes of that step marked current and
+  // those the next step runs marked next. At the latest step, the run's
+  // live state is laid over: running, interrupted, failed.
+  function statusesAt(run, step) {
+    const rank = { skipped: 1, completed: 2, running: 3, cancelled: 4, interrupted: 5, failed: 6 };
+    const out = {};
+    const s = (id) => (out[id] = out[id] || {});
+    let at = null;
+    for (const info of run.steps) {
+      if (info.step > step) break;
+      at = info;
+      const inStep = {};
+      for (const t of info.tasks || []) {
+        const cur = inStep[t.node];
+        if (!cur || rank[t.status] > rank[cur.status]) inStep[t.node] = t;
+      }
+      for (const [id, t] of Object.entries(inStep)) {
+        Object.assign(s(id), { status: t.status, title: t.status + (t.reason ? ' (' + t.reason + ')' : '') + (t.error ? ': ' + t.error : ''), current: info.step === step });
+      }
+    }
+    for (const id of Object.keys(out)) if (out[id].current && at && at.step !== step) out[id].current = false;
+    const latest = run.steps.length ? run.steps[run.steps.length - 1].step : 0;
+    if (at && (step < latest || run.status === 'pending' || run.status === 'running' || run.status === 'drained')) {
+      for (const id of at.next || []) s(id).next = true;
+    }
+    if (step === latest) {
+      if (run.status === 'running' && at) for (const id of at.next || []) Object.assign(s(id), { status: 'running', title: 'running', next: false });
+      if (run.status === 'interrupted') for (const it of run.interrupts || []) Object.assign(s(it.node), { status: 'interrupted', title: 'waiting for an answer', next: false });
+      if (run.status === 'failed' && run.failed_node) Object.assign(s(run.failed_node), { status: 'failed', title: run.error || 'failed', next: false });
+    }
+    return out;
+  }
+
+  function runPage(view, id, query) {
+    const my = page;
+    const ui = {
+      header: h('div', { id: 'run-header' }),
+      controls: h('div', { id: 'run-controls', class: 'panel' }),
+      stepper: h('div', { class: 'stepper' }),
+      graph: h('div', { class: 'graph-wrap', id: 'run-graph' }),
+      details: h('div', { class: 'panel', id: 'node-details' }, h('p', { class: 'muted', text: 'Click a node to see its executions in this run.' })),
+      timeline: h('div', { id: 'timeline' }),
+      state: h('div', { id: 'state' }),
+      events: h('div', { id: 'events' }),
+    };
+    const st = {
+      graph: null,
+      run: null,
+      events: null,
+      step: query.has('step') ? Number(query.get('step')) : null, // null: follow the latest
+      selected: null,
+      controlsKey: '',
+      shownKey: '',
+      checkpoints: new Map(), // committed steps never change
+    };
+    let loaded = false;
+
+    const latestStep = () => (st.run.steps.length ? st.run.steps[st.run.steps.length - 1].step : 0);
+    const shownStep = () => (st.step === null ? latestStep() : Math.min(st.step, latestStep()));
+
+    const checkpoint = async (n) => {
+      if (!st.checkpoints.has(n)) st.checkpoints.set(n, await api('GET', '/v1/runs/' + enc(id) + '/checkpoints/' + n));
+      return st.checkpoints.get(n);
+    };
+
+    const selectStep = (n) => {
+      st.step = n >= latestStep() && !isFinal(st.run.status) ? null : n;
+      const q = st.step === null ? '' : '?step=' + n;
+      history.replaceState(null, '', '#/runs/' + enc(id) + q);
+      render();
+    };
+
+    const action = async (label, method, path, body) => {
+      clearError();
+      try {
+        await api(method, path, body);
+      } catch (e) {
+        showError(label + ' failed: ' + e.message);
+        return;
+      }
+      st.controlsKey = '';
+      if (feed) feed.stop();
+      feed = new Feed(refresh).start();
+    };
+
+    const renderControls = () => {
+      const r = st.run;
+      const key = [r.status, r.drain_requested, r.cancel_requested, (r.interrupts || []).map((i) => i.id).join(',')].join('|');
+      if (key === st.controlsKey) return;
+      st.controlsKey = key;
+      const live = r.status === 'pending' || r.status === 'running';
+      const reason = h('input', { type: 'text', id: 'drain-reason', placeholder: 'reason (optional)', size: 22 });
+      const parts = [h('h2', { text: 'Controls' })];
+      if (r.status === 'interrupted') parts.push(interruptForm(r, (body) => action('Answering the interrupt', 'POST', '/v1/runs/' + enc(id) + '/resume', body)));
+      parts.push(h('form', { class: 'inline', onsubmit: (ev) => {
+        ev.preventDefault();
+        action('Drain', 'POST', '/v1/runs/' + enc(id) + '/drain', JSON.stringify(reason.value.trim() ? { reason: reason.value.trim() } : {}));
+      } }, reason, h('button', { type: 'submit', id: 'drain', class: 'secondary', disabled: !live || r.drain_requested, title: 'stop at the next superstep boundary', text: r.drain_requested ? 'Drain requested' : 'Drain' }),
+      h('button', { type: 'button', id: 'cancel', class: 'danger', disabled: isFinal(r.status) || r.cancel_requested, text: r.cancel_requested ? 'Cancel requested' : 'Cancel',
+        onclick: () => action('Cancel', 'POST', '/v1/runs/' + enc(id) + '/cancel', '{}') }),
+      r.status === 'drained' ? h('button', { type: 'button', id: 'resume', text: 'Resume', onclick: () => action('Resume', 'POST', '/v1/runs/' + enc(id) + '/resume', '{}') }) : null));
+      put(ui.controls, ...parts);
+    };
+
+    const renderHeader = () => {
+      const r = st.run;
+      put(ui.header,
+        h('h1', {}, 'Run ', h('span', { class: 'mono', id: 'run-id', text: r.run_id }), ' ', h('span', { id: 'run-status' }, badge(r.status))),
+        h('dl', { class: 'kv' },
+          h('dt', { text: 'graph' }), h('dd', {}, h('a', { href: '#/graphs/' + enc(r.graph), text: r.graph })),
+          h('dt', { text: 'step' }), h('dd', { text: String(r.step) }),
+          h('dt', { text: 'nodes' }), h('dd', {}, counterChips(r.counters)),
+          r.context_id ? [h('dt', { text: 'thread' }), h('dd', {}, h('a', { class: 'mono', href: '#/runs?context_id=' + enc(r.context_id), text: r.context_id }))] : null,
+          h('dt', { text: 'created' }), h('dd', { text: when(r.created_at) }),
+          h('dt', { text: 'updated' }), h('dd', { text: when(r.updated_at) }),
+          r.drain_requested ? [h('dt', { text: 'drain' }), h('dd', { id: 'drain-info', text: 'requested' + (r.drain_reason ? ': ' + r.drain_reason : '') })] : null,
+          r.cancel_requested ? [h('dt', { text: 'cancel' }), h('dd', { text: 'requested' })] : null,
+          r.error ? [h('dt', { text: 'error' }), h('dd', { class: 'diff-removed', id: 'run-error', text: (r.failed_node ? r.failed_node + ': ' : '') + r.error })] : null),
+        h('details', {}, h('summary', { text: 'input' }), h('pre', { text: pretty(r.input) })));
+    };
+
+    const renderStepper = () => {
+      const last = latestStep();
+      const cur = shownStep();
+      const range = h('input', { type: 'range', id: 'step-range', min: 0, max: last, value: cur, 'aria-label': 'step',
+        onchange: (ev) => selectStep(Number(ev.target.value)) });
+      put(ui.stepper,
+        h('button', { type: 'button', class: 'secondary', id: 'step-prev', disabled: cur <= 0, text: '◀', onclick: () => selectStep(cur - 1) }),
+        range,
+        h('button', { type: 'button', class: 'secondary', id: 'step-next', disabled: cur >= last, text: '▶', onclick: () => selectStep(cur + 1) }),
+        h('span', { id: 'step-label' }, 'step ' + cur + ' of ' + last, st.step === null && !isFinal(st.run.status) ? ' (following)' : ''));
+    };
+
+    const renderGraph = () => {
+      const states = statusesAt(st.run, shownStep());
+      const select = (nid) => {
+        st.selected = nid;
+        render();
+      };
+      put(ui.graph, drawGraph(st.graph, states, select, st.selected));
+      if (st.selected) put(ui.details, ...[nodeDetails(st.graph, st.selected, st.run)].flat());
+    };
+
+    const renderTimeline = () => {
+      const cur = shownStep();
+      const r = st.run;
+      const rows = r.steps.map((s) => h('tr', { class: 'clickable' + (s.step === cur ? ' selected' : ''), 'data-step': s.step, onclick: () => selectStep(s.step) },
+        h('td', { text: s.step === 0 ? '0 (input)' : s.step }),
+        h('td', {}, (s.tasks || []).map((t) => h('span', { class: 'chip s-' + t.status, title: t.task_id + (t.error ? ': ' + t.error : '') },
+          t.node + ' ' + t.status + (t.attempts > 1 ? ' ×' + t.attempts : '') + (t.reason ? ' — ' + t.reason : '')))),
+        h('td', { class: 'mono', text: (s.changed || []).join(', ') }),
+        h('td', { class: 'mono', text: (s.next || []).join(', ') })));
+      if (!isFinal(r.status) && r.steps.length) {
+        const next = r.steps[r.steps.length - 1].next || [];
+        if (next.length) {
+          const what = r.status === 'running' ? 'running' : r.status === 'interrupted' ? 'waiting' : r.status;
+          rows.push(h('tr', { class: 'muted' }, h('td', { text: (latestStep() + 1) + ' (' + what + ')' }),
+            h('td', {}, next.map((n) => h('span', { class: 'chip s-' + (r.status === 'interrupted' && (r.interrupts || []).some((i) => i.node === n) ? 'interrupted' : r.status === 'running' ? 'running' : 'pending'), text: n }))),
+            h('td', {}), h('td', {})));
+        }
+      }
+      put(ui.timeline,
+        h('table', {}, h('tr', {}, ['step', 'tasks (status, attempts, reason)', 'changed', 'next'].map((t) => h('th', { text: t }))), rows),
+        h('p', { class: 'muted', text: 'Node durations are not shown: the engine does not record when tasks start and end yet.' }));
+    };
+
+    const renderState = async () => {
+      if (!st.run.steps.length) {
+        st.shownKey = '';
+        put(ui.state, h('p', { class: 'muted', text: 'No step committed yet.' }));
+        return;
+      }
+      const n = shownStep();
+      const key = n + '|' + latestStep();
+      if (key === st.shownKey) return;
+      st.shownKey = key;
+      const cp = await checkpoint(n);
+      const prev = n > 0 ? await checkpoint(n - 1) : null;
+      if (my !== page || shownStep() !== n) return;
+      const now = cp.values || {};
+      const before = prev ? prev.values || {} : {};
+      const names = [...new Set([...Object.keys(before), ...Object.keys(now)])].sort();
+      const rows = [];
+      for (const c of names) {
+        const a = JSON.stringify(before[c]);
+        const b = JSON.stringify(now[c]);
+        if (a === b) continue;
+        const kind = !(c in before) ? 'added' : !(c in now) ? 'removed' : 'changed';
+        rows.push(h('tr', { 'data-channel': c }, h('td', { class: 'mono diff-' + kind, text: c + ' (' + kind + ')' }),
+          h('td', {}, h('pre', { text: c in before ? pretty(before[c]) : '—' })),
+          h('td', {}, h('pre', { text: c in now ? pretty(now[c]) : '—' }))));
+      }
+      put(ui.state,
+        h('h3', { text: n === 0 ? 'Step 0: the input' : 'Diff from step ' + (n - 1) + ' to step ' + n }),
+        rows.length ? h('table', { class: 'diff', id: 'diff' }, h('tr', {}, h('th', { text: 'channel' }), h('th', { text: 'before' }), h('th', { text: 'after' })), rows)
+          : h('p', { class: 'muted', text: 'No channel changed.' }),
+        h('h3', { text: 'State after step ' + n }),
+        h('pre', { id: 'state-json', text: pretty(now) }),
+        cp.drain_request ? h('p', { text: 'A node asked the run to drain: ' + cp.drain_request }) : null,
+        cp.barriers && Object.keys(cp.barriers).length ? h('p', { class: 'muted' }, 'Joins waiting: ', Object.entries(cp.barriers).map(([k, v]) => k.replace(/^\d+:/, '') + ' has ' + v.join(', ')).join('; ')) : null);
+    };
+
+    const renderEvents = () => {
+      const ev = st.events;
+      put(ui.events,
+        ev.events_dropped ? h('p', { class: 'muted', text: ev.events_dropped + ' older events were dropped.' }) : null,
+        h('table', { id: 'event-table' }, h('tr', {}, ['at', 'event', 'status', 'step', 'detail'].map((t) => h('th', { text: t }))),
+          ev.events.map((e) => h('tr', { 'data-event': e.type }, h('td', { text: when(e.at) }), h('td', { text: e.type }), h('td', {}, badge(e.status)), h('td', { text: e.step }), h('td', { class: 'mono', text: e.detail || '' })))));
+    };
+
+    const render = () => {
+      if (my !== page || !st.run) return;
+      renderHeader();
+      renderControls();
+      renderStepper();
+      renderGraph();
+      renderTimeline();
+      renderEvents();
+      renderState().catch((e) => showError(e.message));
+    };
+
+    const refresh = async () => {
+      const [run, events] = await Promise.all([api('GET', '/v1/runs/' + enc(id)), api('GET', '/v1/runs/' + enc(id) + '/events')]);
+      if (!st.graph || st.graph.name !== run.graph) st.graph = await api('GET', '/v1/graphs/' + enc(run.graph));
+      if (my !== page) return false;
+      if (!loaded) {
+        loaded = true;
+        put(view, ui.header, ui.controls,
+          h('div', { class: 'cols' },
+            h('div', {},
+              h('div', { class: 'panel' }, h('h2', { text: 'Graph at step' }), ui.stepper, ui.graph, legend(true)),
+              h('div', { class: 'panel' }, h('h2', { text: 'Supersteps' }), ui.timeline)),
+            h('div', {},
+              ui.details,
+              h('div', { class: 'panel' }, h('h2', { text: 'State' }), ui.state),
+              h('div', { class: 'panel' }, h('h2', { text: 'Events' }), ui.events))));
+      }
+      const changed = !st.run || st.run.updated_at !== run.updated_at || st.run.steps.length !== run.steps.length || !st.events || st.events.events.length !== events.events.length;
+      st.run = run;
+      st.events = events;
+      if (changed) render();
+      return !isFinal(run.status);
+    };
+
+    feed = new Feed(async () => {
+      try {
+        return await refresh();
+      } catch (e) {
+        if (!loaded) put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
+        throw e;
+      }
+    }).start();
+  }
+
+  function isFinal(status) {
+    return status === 'completed' || status === 'failed' || status === 'cancelled';
+  }
+
+  // interruptForm shows each pending interrupt's payload and takes the
+  // answer, typed as text (sent as a JSON string) or as JSON.
+  function interruptForm(run, send) {
+    const ins = run.interrupts || [];
+    const fields = ins.map((it) => {
+      const answer = h('textarea', { class: 'answer', 'data-interrupt': it.id, spellcheck: 'false', placeholder: 'your answer', 'aria-label': 'answer to ' + it.node });
+      const mode = h('select', { class: 'answer-type', 'aria-label': 'answer type' }, h('option', { value: 'json', text: 'JSON' }), h('option', { value: 'text', text: 'text' }));
+      return { it, answer, mode };
+    });
+    const submit = (ev) => {
+      ev.preventDefault();
+      clearError();
+      const values = {};
+      for (const { it, answer, mode } of fields) {
+        const raw = answer.value.trim();
+        if (mode.value === 'text') {
+          values[it.id] = JSON.stringify(answer.value);
+          continue;
+        }
+        if (!raw) {
+          showError('The answer to ' + it.node + ' is empty; type a JSON value, or choose "text". Nothing was sent.');
+          return;
+        }
+        try {
+          JSON.parse(raw);
+        } catch (e) {
+          showError('The answer to ' + it.node + ' is not valid JSON (' + e.message + '). Quote text ("approve"), or choose "text" as its type. Nothing was sent.');
+          return;
+        }
+        values[it.id] = raw;
+      }
+      const body = ins.length === 1 ? '{"resume":' + values[ins[0].id] + '}'
+        : '{"resume_by_id":{' + ins.map((it) => JSON.stringify(it.id) + ':' + values[it.id]).join(',') + '}}';
+      send(body);
+    };
+    return h('form', { id: 'interrupt-form', onsubmit: submit },
+      fields.map(({ it, answer, mode }) => h('div', { class: 'interrupt' },
+        h('div', {}, h('b', { text: it.node }), ' asks ', h('span', { class: 'muted mono', text: '(' + it.id + ')' })),
+        h('pre', { class: 'interrupt-payload', text: pretty(it.value) }),
+        h('div', { class: 'row' }, h('label', {}, 'answer as ', mode)),
+        answer)),
+      h('button', { type: 'submit', id: 'answer', text: 'Answer and resume' }));
+  }
+
+  window.addEventListener('hashchange', route);
+  window.addEventListener('DOMContentLoaded', route);
+})();

@@ -1,0 +1,398 @@
+package inspector_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/inspector"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+const token = "s3cret-inspector"
+
+// Node fills as the page's stylesheet gives them (style.css).
+var fills = map[string]string{
+	"completed":   "rgb(200, 230, 201)",
+	"skipped":     "rgb(238, 238, 238)",
+	"interrupted": "rgb(187, 222, 251)",
+	"":            "rgb(255, 255, 255)", // not run (yet)
+}
+
+// devServer serves the inspector over the API, as `superstep dev` does,
+// with the example graphs run by a real scheduler on in-memory stores.
+func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
+	t.Helper()
+	graphs, err := examples.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(graphs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := sched.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sched.Shutdown(context.Background(), 0)
+		cancel()
+	})
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Logger: logger}
+	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Token: token, Logger: logger})))
+	t.Cleanup(srv.Close)
+	return srv, svc
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// chromium finds the browser, or skips (fails under CI=true).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	msg := "SKIPPING the browser test of the inspector: chromium is not installed; install it with `apt-get update && apt-get install -y chromium`"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// browser drives one headless Chromium tab and records what its console
+// reports as errors.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	out  string // screenshot directory
+	mu   sync.Mutex
+	errs []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	exe := chromium(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() {
+		cancelTime()
+		cancelTab()
+		cancelAlloc()
+	})
+	out := filepath.Join("testdata", "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &browser{t: t, ctx: ctx, out: out}
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	go b.watchConsole(chromedp.Console(ctx))
+	return b
+}
+
+// watchConsole records the console's errors and uncaught exceptions. The
+// browser logs every 4xx answer as a network error; the page provokes some
+// on purpose (401 before the token, 404 for an unknown run), so those are
+// not counted: what the page makes of them is checked on the page.
+func (b *browser) watchConsole(msgs iter.Seq2[chromedp.ConsoleMessage, error]) {
+	for m, err := range msgs {
+		if err != nil {
+			return
+		}
+		if (m.Type == chromedp.ConsoleError || m.IsException()) && m.Source != "network" {
+			b.recordErr(m.String())
+		}
+	}
+}
+
+func (b *browser) recordErr(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.errs = append(b.errs, s)
+}
+
+// run runs actions, failing the test with what the page shows on error.
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	read(b, what, chromedp.Steps(actions...))
+}
+
+// read runs one action and returns its value, failing the test with what
+// the page shows on error.
+func read[T any](b *browser, what string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.shot("failed")
+		shown, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('#error').textContent + ' | ' + location.hash`))
+		b.t.Fatalf("%s: %v (page error | hash: %q)", what, err, shown)
+	}
+	return v
+}
+
+// clean fails the test if the page shows an error or the console logged one.
+func (b *browser) clean(when string) {
+	b.t.Helper()
+	shown := read(b, "read the error banner", chromedp.Evaluate[string](`(() => { const e = document.querySelector('#error'); return e.hidden ? '' : e.textContent })()`))
+	if shown != "" {
+		b.shot("unexpected-error")
+		b.t.Fatalf("%s: the page shows an error: %s", when, shown)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.errs) > 0 {
+		b.t.Fatalf("%s: the browser console logged errors: %s", when, strings.Join(b.errs, "\n"))
+	}
+}
+
+// expectError waits for the page to show an error containing want.
+func (b *browser) expectError(want string) {
+	b.t.Helper()
+	b.run("wait for the error "+want, chromedp.WaitVisible(chromedp.CSS(`#error`)))
+	shown := read(b, "read the error", chromedp.Text(chromedp.CSS(`#error`)))
+	if !strings.Contains(shown, want) {
+		b.t.Fatalf("the page shows %q, want it to contain %q", shown, want)
+	}
+}
+
+func (b *browser) shot(name string) {
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	path := filepath.Join(b.out, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	b.t.Logf("screenshot: %s", path)
+}
+
+// setValue replaces the value of a form field.
+func setValue(sel, v string) chromedp.Action[chromedp.Void] {
+	return chromedp.SetValue(chromedp.CSS(sel), v)
+}
+
+// nodeState returns the data-status and the computed fill of a node of
+// the drawn graph.
+func (b *browser) nodeState(node string) (status, fill string) {
+	b.t.Helper()
+	res := read(b, "read node "+node, chromedp.Evaluate[[]string](fmt.Sprintf(`(() => {
+		const g = document.querySelector('#run-graph g.node[data-node=%q]');
+		if (!g) return ['missing', ''];
+		return [g.dataset.status, getComputedStyle(g.querySelector('rect')).fill];
+	})()`, node)))
+	return res[0], res[1]
+}
+
+// checkNodes checks the colours of nodes at the step shown.
+func (b *browser) checkNodes(step int, want map[string]string) {
+	b.t.Helper()
+	for node, status := range want {
+		got, fill := b.nodeState(node)
+		if got != status || fill != fills[status] {
+			b.shot(fmt.Sprintf("step-%d-wrong", step))
+			b.t.Errorf("step %d: node %s has status %q and fill %s, want %q and %s", step, node, got, fill, status, fills[status])
+		}
+	}
+}
+
+// showStep clicks a step of the timeline and waits for the graph to show it.
+func (b *browser) showStep(step int) {
+	b.t.Helper()
+	b.run(fmt.Sprintf("show step %d", step),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#timeline tr[data-step="%d"]`, step))),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline tr.selected[data-step="%d"]`, step))),
+		chromedp.WaitVisible(fmt.Sprintf(`//h3[contains(., "State after step %d")]`, step)))
+}
+
+func runID(b *browser) string {
+	hash := read(b, "read the run id", chromedp.Evaluate[string](`location.hash`))
+	id, ok := strings.CutPrefix(strings.SplitN(hash, "?", 2)[0], "#/runs/")
+	if !ok {
+		b.t.Fatalf("not on a run page: %q", hash)
+	}
+	return id
+}
+
+// TestInspectorInBrowser drives the inspector in headless Chromium against
+// a dev-style server: the token prompt, the support-triage run through its
+// interrupt, node colours at two steps, a drain and a resume, and bad input
+// that must leave the server unchanged. Screenshots go to testdata/out/.
+func TestInspectorInBrowser(t *testing.T) {
+	srv, svc := devServer(t)
+	b := newBrowser(t)
+	ctx := context.Background()
+
+	// The token: asked once, a wrong one asked again.
+	b.run("open the page", chromedp.Navigate(srv.URL+"/#/graphs"), chromedp.WaitVisible(chromedp.CSS(`#token-input`)))
+	b.shot("01-token")
+	b.run("give a wrong token", chromedp.SendKeys(chromedp.CSS(`#token-input`), "wrong"), chromedp.Click(chromedp.CSS(`#token-submit`)),
+		chromedp.WaitVisible(`//p[@id="token-message"][contains(., "refused")]`))
+	b.run("give the token", chromedp.SendKeys(chromedp.CSS(`#token-input`), token), chromedp.Click(chromedp.CSS(`#token-submit`)),
+		chromedp.WaitVisible(chromedp.CSS(`a.card[data-graph="support-triage"]`)))
+	b.shot("02-graphs")
+	b.clean("graphs")
+
+	// The graph, drawn; bad input refused in the page.
+	b.run("open support-triage", chromedp.Click(chromedp.CSS(`a.card[data-graph="support-triage"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.graph g.node[data-node="search_kb"]`)))
+	edges := read(b, "count edges", chromedp.Evaluate[int](`document.querySelectorAll('svg.graph g.edge').length`))
+	if edges != 14 {
+		t.Errorf("support-triage is drawn with %d edges, want 14", edges)
+	}
+	b.run("type invalid JSON", setValue(`#start-input`, `{"ticket": {"subject": `), chromedp.Click(chromedp.CSS(`#start-run`)))
+	b.expectError("The input is not valid JSON")
+	b.shot("03-bad-input")
+	if page, err := svc.List(ctx, runs.Filter{}); err != nil || len(page.Runs) != 0 {
+		t.Fatalf("after invalid input the server has %d runs (err %v), want none", len(page.Runs), err)
+	}
+
+	// The triage run: start it, see the interrupt, answer it.
+	input, err := os.ReadFile(filepath.Join("..", "..", "examples", "triage", "input.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("start the triage run", setValue(`#start-input`, string(input)), chromedp.Click(chromedp.CSS(`#start-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="interrupted"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#interrupt-form .interrupt-payload`)))
+	b.clean("triage interrupted")
+	id := runID(b)
+	payload := read(b, "read the interrupt payload", chromedp.Text(chromedp.CSS(`.interrupt-payload`)))
+	if !strings.Contains(payload, "Send this reply?") || !strings.Contains(payload, "T-1042") {
+		t.Errorf("the interrupt payload shown is %q, want the review question for T-1042", payload)
+	}
+	b.checkNodes(6, map[string]string{"review": "interrupted", "draft_reply": "completed", "send_reply": ""})
+	b.shot("04-interrupted")
+
+	before, err := svc.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.run("answer with bare text as JSON", setValue(`textarea.answer`, `approve`), chromedp.Click(chromedp.CSS(`#answer`)))
+	b.expectError("is not valid JSON")
+	b.shot("05-bad-answer")
+	if after, err := svc.Get(ctx, id); err != nil || after.Status != pregel.RunInterrupted || !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Fatalf("after a refused answer the run is %s (updated %v, was %v; err %v), want it unchanged", after.Status, after.UpdatedAt, before.UpdatedAt, err)
+	}
+	b.run("answer approve", setValue(`textarea.answer`, `"approve"`), chromedp.Click(chromedp.CSS(`#answer`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="completed"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#event-table tr[data-event="completed"]`)))
+	b.clean("triage completed")
+	b.checkNodes(8, map[string]string{"review": "completed", "send_reply": "completed", "escalate": "", "translate": "skipped"})
+	b.shot("06-completed")
+	state := read(b, "read the final state", chromedp.Text(chromedp.CSS(`#state-json`)))
+	if !strings.Contains(state, `"outcome": "sent"`) {
+		t.Errorf("the final state shown lacks the outcome: %s", state)
+	}
+
+	// Node colours at two earlier steps.
+	b.showStep(2)
+	b.checkNodes(2, map[string]string{"detect_language": "completed", "translate": "skipped", "classify": "", "review": ""})
+	diff := read(b, "read the diff", chromedp.Text(chromedp.CSS(`#state`)))
+	if !strings.Contains(diff, "No channel changed") {
+		t.Errorf("step 2 (translate skipped) should change nothing; the page shows %s", diff)
+	}
+	b.shot("07-step-2")
+	b.showStep(5)
+	b.checkNodes(5, map[string]string{"search_kb": "completed", "lookup_customer": "completed", "draft_reply": "", "translate": "skipped"})
+	diff = read(b, "read the diff", chromedp.Text(chromedp.CSS(`#diff`)))
+	if !strings.Contains(diff, "findings (added)") || !strings.Contains(diff, "customer") {
+		t.Errorf("step 5 diff should add findings and change customer: %s", diff)
+	}
+	b.shot("08-step-5")
+	b.clean("steps")
+
+	// Drain a counter run from the page, then resume it.
+	b.run("open counter", chromedp.Navigate(srv.URL+"/#/graphs/counter"), chromedp.WaitVisible(chromedp.CSS(`svg.graph g.node[data-node="count"]`)))
+	b.run("start a slow counter", setValue(`#start-input`, `{"limit": 30, "delay_ms": 100}`), chromedp.Click(chromedp.CSS(`#start-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="running"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline tr[data-step="2"]`)))
+	counter := runID(b)
+	b.shot("09-running")
+	b.run("drain it", setValue(`#drain-reason`, "inspector test"), chromedp.Click(chromedp.CSS(`#drain`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="drained"]`)),
+		chromedp.WaitVisible(`//tr[@data-event="drained"]/td[contains(., "inspector test")]`))
+	b.shot("10-drained")
+	drained, err := svc.Get(ctx, counter)
+	if err != nil || drained.Status != pregel.RunDrained || drained.Step >= 30 {
+		t.Fatalf("the counter run is %s at step %d (err %v), want drained before step 30", drained.Status, drained.Step, err)
+	}
+	b.run("resume it", chromedp.Click(chromedp.CSS(`#resume`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="completed"]`)),
+		chromedp.WaitVisible(`//pre[@id="state-json"][contains(., '"count": 30')]`))
+	b.shot("11-resumed")
+	b.clean("drain and resume")
+	var values struct {
+		Count int   `json:"count"`
+		Ticks []int `json:"ticks"`
+	}
+	state = read(b, "read the state", chromedp.Text(chromedp.CSS(`#state-json`)))
+	if err := json.Unmarshal([]byte(state), &values); err != nil || values.Count != 30 || len(values.Ticks) != 30 {
+		t.Errorf("the resumed counter's state shown is %s (err %v), want count 30 with 30 ticks", state, err)
+	}
+
+	// The runs list, filtered.
+	b.run("list completed counter runs", chromedp.Navigate(srv.URL+"/#/runs?graph=counter&status=completed"),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#runs tr[data-run=%q]`, counter))))
+	rows := read(b, "count rows", chromedp.Evaluate[int](`document.querySelectorAll('#runs tr[data-run]').length`))
+	if rows != 1 {
+		t.Errorf("the runs list filtered on counter/completed shows %d runs, want 1", rows)
+	}
+	b.shot("12-runs")
+	b.clean("runs list")
+
+	// An unknown run in the URL.
+	b.run("open an unknown run", chromedp.Navigate(srv.URL+"/#/runs/no-such-run"))
+	b.expectError(`run "no-such-run" does not exist`)
+	b.shot("13-unknown-run")
+}
