@@ -371,6 +371,9 @@ func TestInspectorInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="completed"]`)),
 		chromedp.WaitVisible(`//pre[@id="state-json"][contains(., '"count": 30')]`))
 	b.shot("11-resumed")
+	if diff := read(b, "read the diff", chromedp.Text(chromedp.CSS(`#diff`))); !strings.Contains(diff, "ticks (appended)") || !strings.Contains(diff, "+ [\n  30\n]") {
+		t.Errorf("the last step's diff should show tick 30 appended: %q", diff)
+	}
 	b.clean("drain and resume")
 	var values struct {
 		Count int   `json:"count"`

@@ -396,14 +396,24 @@
     }
     const labels = { fan_out: 'fan-out', join: 'join', on_error: 'on error' };
     (g.edges || []).forEach((e, i) => {
+      if (e.from === e.to) return; // a loop onto itself is drawn by hand below
       const text = labels[e.kind];
       d.setEdge(e.from, e.to, text ? { label: text, width: text.length * 6 + 6, height: 14, labelpos: 'c' } : {}, e.kind + i);
     });
     dagre.layout(d);
     const gi = d.graph();
-    const root = svg('svg', { class: 'graph', width: Math.ceil(gi.width), height: Math.ceil(gi.height), viewBox: '0 0 ' + Math.ceil(gi.width) + ' ' + Math.ceil(gi.height), role: 'img', 'aria-label': 'graph ' + g.name },
+    const loops = (g.edges || []).some((e) => e.from === e.to) ? 40 : 0; // room for drawn self-loops
+    const width = Math.ceil(gi.width) + loops;
+    const root = svg('svg', { class: 'graph', width, height: Math.ceil(gi.height), viewBox: '0 0 ' + width + ' ' + Math.ceil(gi.height), role: 'img', 'aria-label': 'graph ' + g.name },
       svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z' }))));
     (g.edges || []).forEach((e, i) => {
+      if (e.from === e.to) {
+        const b = d.node(e.from);
+        const x = b.x + b.width / 2;
+        root.append(svg('g', { class: 'edge ' + e.kind, 'data-from': e.from, 'data-to': e.to },
+          svg('path', { d: 'M' + x + ',' + (b.y - 7) + ' C' + (x + 34) + ',' + (b.y - 26) + ' ' + (x + 34) + ',' + (b.y + 26) + ' ' + (x + 2) + ',' + (b.y + 7), 'marker-end': 'url(#arrow)' })));
+        return;
+      }
       const ed = d.edge({ v: e.from, w: e.to, name: e.kind + i });
       if (!ed) return;
       const pts = ed.points;
@@ -600,7 +610,7 @@
       parts.push(h('form', { class: 'inline', onsubmit: (ev) => {
         ev.preventDefault();
         action('Drain', 'POST', '/v1/runs/' + enc(id) + '/drain', JSON.stringify(reason.value.trim() ? { reason: reason.value.trim() } : {}));
-      } }, reason, h('button', { type: 'submit', id: 'drain', class: 'secondary', disabled: !live || r.drain_requested, title: 'stop at the next superstep boundary', text: r.drain_requested ? 'Drain requested' : 'Drain' }),
+      } }, reason, h('button', { type: 'submit', id: 'drain', class: 'secondary', disabled: !live || r.drain_requested, title: 'stop at the next superstep boundary', text: live && r.drain_requested ? 'Drain requested' : 'Drain' }),
       h('button', { type: 'button', id: 'cancel', class: 'danger', disabled: isFinal(r.status) || r.cancel_requested, text: r.cancel_requested ? 'Cancel requested' : 'Cancel',
         onclick: () => action('Cancel', 'POST', '/v1/runs/' + enc(id) + '/cancel', '{}') }),
       r.status === 'drained' ? h('button', { type: 'button', id: 'resume', text: 'Resume', onclick: () => action('Resume', 'POST', '/v1/runs/' + enc(id) + '/resume', '{}') }) : null));
@@ -690,10 +700,19 @@
         const a = JSON.stringify(before[c]);
         const b = JSON.stringify(now[c]);
         if (a === b) continue;
-        const kind = !(c in before) ? 'added' : !(c in now) ? 'removed' : 'changed';
-        rows.push(h('tr', { 'data-channel': c }, h('td', { class: 'mono diff-' + kind, text: c + ' (' + kind + ')' }),
-          h('td', {}, h('pre', { text: c in before ? pretty(before[c]) : '—' })),
-          h('td', {}, h('pre', { text: c in now ? pretty(now[c]) : '—' }))));
+        let kind = !(c in before) ? 'added' : !(c in now) ? 'removed' : 'changed';
+        let was = c in before ? pretty(before[c]) : '—';
+        let is = c in now ? pretty(now[c]) : '—';
+        const x = before[c];
+        const y = now[c];
+        if (Array.isArray(x) && Array.isArray(y) && y.length > x.length && JSON.stringify(y.slice(0, x.length)) === a) {
+          kind = 'appended'; // an append reducer: show what was added
+          was = x.length + ' item' + (x.length === 1 ? '' : 's');
+          is = '+ ' + pretty(y.slice(x.length));
+        }
+        rows.push(h('tr', { 'data-channel': c }, h('td', { class: 'mono diff-' + (kind === 'appended' ? 'added' : kind), text: c + ' (' + kind + ')' }),
+          h('td', {}, h('pre', { text: was })),
+          h('td', {}, h('pre', { text: is }))));
       }
       put(ui.state,
         h('h3', { text: n === 0 ? 'Step 0: the input' : 'Diff from step ' + (n - 1) + ' to step ' + n }),
