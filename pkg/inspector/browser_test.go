@@ -3,6 +3,7 @@ package inspector_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -31,6 +32,7 @@ var fills = map[string]string{
 	"completed":   "rgb(200, 230, 201)",
 	"skipped":     "rgb(238, 238, 238)",
 	"interrupted": "rgb(187, 222, 251)",
+	"failed":      "rgb(255, 205, 210)",
 	"":            "rgb(255, 255, 255)", // not run (yet)
 }
 
@@ -42,7 +44,7 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runs.NewRegistry(graphs...)
+	reg, err := runs.NewRegistry(append(graphs, nestedGraphs(t)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +63,34 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Token: token, Logger: logger})))
 	t.Cleanup(srv.Close)
 	return srv, svc
+}
+
+type nested struct {
+	N   int      `json:"n"`
+	Log []string `json:"log,omitempty" reduce:"append"`
+}
+
+// nestedGraphs are "nested", which runs "child" as a subgraph node and
+// routes a failing node to an error handler, and "child" itself.
+func nestedGraphs(t *testing.T) []*pregel.Graph {
+	t.Helper()
+	cb := pregel.NewGraph[nested]("child")
+	cb.AddFunc("inc", func(_ context.Context, s nested) (nested, error) { return nested{N: s.N + 1}, nil })
+	cb.AddEdge(pregel.Start, "inc").AddEdge("inc", pregel.End)
+	child, err := cb.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := pregel.NewGraph[nested]("nested")
+	pb.AddNode("sub", pregel.Subgraph(child, func(s nested) nested { return s }, func(_ nested, c nested) nested { return nested{N: c.N, Log: []string{"sub"}} }))
+	pb.AddFunc("risky", func(context.Context, nested) (nested, error) { return nested{}, errors.New("always fails") }, pregel.OnError("recover"))
+	pb.AddFunc("recover", func(context.Context, nested) (nested, error) { return nested{Log: []string{"recovered"}}, nil })
+	pb.AddEdge(pregel.Start, "sub").AddEdge("sub", "risky").AddEdge("risky", pregel.End).AddEdge("recover", pregel.End)
+	parent, err := pb.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*pregel.Graph{child, parent}
 }
 
 type tWriter struct{ t *testing.T }
@@ -394,8 +424,20 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.shot("12-runs")
 	b.clean("runs list")
 
+	// A subgraph node and an error handler: drawn, linked, coloured.
+	b.run("open nested", chromedp.Navigate(srv.URL+"/#/graphs/nested"),
+		chromedp.WaitVisible(chromedp.CSS(`svg.graph g.node.subgraph[data-node="sub"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.graph g.edge.on_error[data-from="risky"][data-to="recover"]`)),
+		chromedp.Click(chromedp.CSS(`svg.graph g.node[data-node="sub"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#node-details a[href="#/graphs/child"]`)),
+		setValue(`#start-input`, `{"n": 1}`), chromedp.Click(chromedp.CSS(`#start-run`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="completed"]`)))
+	b.checkNodes(3, map[string]string{"sub": "completed", "risky": "failed", "recover": "completed"})
+	b.shot("13-nested")
+	b.clean("nested")
+
 	// An unknown run in the URL.
 	b.run("open an unknown run", chromedp.Navigate(srv.URL+"/#/runs/no-such-run"))
 	b.expectError(`run "no-such-run" does not exist`)
-	b.shot("13-unknown-run")
+	b.shot("14-unknown-run")
 }

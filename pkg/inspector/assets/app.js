@@ -662,7 +662,7 @@
       const rows = r.steps.map((s) => h('tr', { class: 'clickable' + (s.step === cur ? ' selected' : ''), 'data-step': s.step, onclick: () => selectStep(s.step) },
         h('td', { text: s.step === 0 ? '0 (input)' : s.step }),
         h('td', {}, (s.tasks || []).map((t) => h('span', { class: 'chip s-' + t.status, title: t.task_id + (t.error ? ': ' + t.error : '') },
-          t.node + ' ' + t.status + (t.attempts > 1 ? ' ×' + t.attempts : '') + (t.reason ? ' — ' + t.reason : '')))),
+          t.node + ' ' + t.status + (t.attempts > 1 ? ' ×' + t.attempts : '') + (t.reason || t.error ? ' — ' + (t.reason || t.error) : '')))),
         h('td', { class: 'mono', text: (s.changed || []).join(', ') }),
         h('td', { class: 'mono', text: (s.next || []).join(', ') })));
       if (!isFinal(r.status) && r.steps.length) {
