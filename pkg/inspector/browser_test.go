@@ -308,6 +308,9 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.shot("01-token")
 	b.run("give a wrong token", chromedp.SendKeys(chromedp.CSS(`#token-input`), "wrong"), chromedp.Click(chromedp.CSS(`#token-submit`)),
 		chromedp.WaitVisible(`//p[@id="token-message"][contains(., "refused")]`))
+	if n := read(b, "count cards", chromedp.Evaluate[int](`document.querySelectorAll('a.card').length`)); n != 0 {
+		t.Fatalf("without the token the page shows %d graphs, want none", n)
+	}
 	b.run("give the token", chromedp.SendKeys(chromedp.CSS(`#token-input`), token), chromedp.Click(chromedp.CSS(`#token-submit`)),
 		chromedp.WaitVisible(chromedp.CSS(`a.card[data-graph="support-triage"]`)))
 	b.shot("02-graphs")
@@ -423,6 +426,26 @@ func TestInspectorInBrowser(t *testing.T) {
 	}
 	b.shot("12-runs")
 	b.clean("runs list")
+
+	// Paging through a thread's runs: 26 runs, 25 a page.
+	for i := range 26 {
+		if _, _, err := svc.Create(ctx, "counter", runs.CreateRequest{Input: json.RawMessage(`{"limit": 1}`), ContextID: "batch", RunID: fmt.Sprintf("batch-%02d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.run("list the thread's runs", chromedp.Navigate(srv.URL+"/#/runs?context_id=batch"),
+		chromedp.WaitVisible(chromedp.CSS(`#runs tr[data-run="batch-25"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#next-page`)))
+	if rows := read(b, "count rows", chromedp.Evaluate[int](`document.querySelectorAll('#runs tr[data-run]').length`)); rows != 25 {
+		t.Errorf("the first page of the thread shows %d runs, want 25", rows)
+	}
+	b.run("next page", chromedp.Click(chromedp.CSS(`#next-page`)),
+		chromedp.WaitVisible(chromedp.CSS(`#runs tr[data-run="batch-00"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#first-page`)))
+	if rows := read(b, "count rows", chromedp.Evaluate[int](`document.querySelectorAll('#runs tr[data-run]').length`)); rows != 1 {
+		t.Errorf("the second page of the thread shows %d runs, want 1", rows)
+	}
+	b.clean("paging")
 
 	// A subgraph node and an error handler: drawn, linked, coloured.
 	b.run("open nested", chromedp.Navigate(srv.URL+"/#/graphs/nested"),

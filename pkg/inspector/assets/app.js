@@ -176,6 +176,7 @@
       this.refresh = refresh;
       this.timer = 0;
       this.stopped = false;
+      this.failed = false;
     }
 
     start() {
@@ -189,8 +190,14 @@
       let more = true;
       try {
         more = await this.refresh();
+        if (this.failed) clearError(); // the server is back
+        this.failed = false;
       } catch (e) {
         showError(e.message);
+        this.failed = true;
+        // A 4xx (an unknown run, say) will not mend itself; an unreachable
+        // server or a 5xx may.
+        more = !(e instanceof ApiError && e.status >= 400 && e.status < 500);
       }
       setLive(!this.stopped && more);
       if (!this.stopped && more) this.timer = setTimeout(() => this.tick(), POLL_MS);
