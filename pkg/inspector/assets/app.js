@@ -787,6 +787,16 @@
     return status === 'completed' || status === 'failed' || status === 'cancelled';
   }
 
+  // payloadView shows what an interrupt asks: an object as a list of its
+  // fields, texts with their line breaks; anything else as JSON.
+  function payloadView(v) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return h('pre', { class: 'interrupt-payload', text: pretty(v) });
+    return h('dl', { class: 'kv interrupt-payload' }, Object.entries(v).map(([k, x]) => [
+      h('dt', { text: k }),
+      h('dd', {}, typeof x === 'string' ? h('div', { class: 'text', text: x }) : h('pre', { text: pretty(x) })),
+    ]));
+  }
+
   // interruptForm shows each pending interrupt's payload and takes the
   // answer, typed as text (sent as a JSON string) or as JSON.
   function interruptForm(run, send) {
@@ -825,7 +835,7 @@
     return h('form', { id: 'interrupt-form', onsubmit: submit },
       fields.map(({ it, answer, mode }) => h('div', { class: 'interrupt' },
         h('div', {}, h('b', { text: it.node }), ' asks ', h('span', { class: 'muted mono', text: '(' + it.id + ')' })),
-        h('pre', { class: 'interrupt-payload', text: pretty(it.value) }),
+        payloadView(it.value),
         h('div', { class: 'row' }, h('label', {}, 'answer as ', mode)),
         answer)),
       h('button', { type: 'submit', id: 'answer', text: 'Answer and resume' }));
