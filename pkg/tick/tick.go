@@ -7,6 +7,14 @@
 // recomputed. No handler waits for another: the last node task to finish
 // sends the tick that commits its step.
 //
+// Drain and cancel requests are read from the run record at step
+// boundaries. A drain lets the step in progress (one with a recorded
+// result) finish and commit, then stops the run. A cancel starts no task:
+// Dispatcher.Signal sends a tick, and a node task of the run sends one
+// instead of executing; the tick ends the run cancelled, after committing
+// the open step only if all its tasks had settled. Whatever is skipped or
+// abandoned, some message is left that ends the run.
+//
 // The handlers are independent of AWS: the Lambdas in functions/ and the
 // local emulation in `superstep dev --aws` wire them to SQS.
 package tick

@@ -696,3 +696,27 @@ func stopCase(t *testing.T, e *env, ref *pregel.Result, mode string, p stopPoint
 		t.Errorf("tasks ran again after their result was recorded: %v", e.ex.again)
 	}
 }
+
+// A node task of a run whose graph this deployment does not serve fails
+// the run, as a tick does, rather than leaving it running with its task
+// in the dead-letter queue.
+func TestNodeFailsRunOfUndeployedGraph(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := runs.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := *e.h
+	h.Graphs = other
+	if err := h.Node(ctx, tick.NodeTask{RunID: "u", Step: 1, TaskID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := e.svc.Get(ctx, "u")
+	if r.Status != pregel.RunFailed || !strings.Contains(r.Error, `graph "tickgraph" is not deployed`) {
+		t.Fatalf("run = %s (%q), want failed: graph not deployed", r.Status, r.Error)
+	}
+}
