@@ -720,3 +720,35 @@ func TestNodeFailsRunOfUndeployedGraph(t *testing.T) {
 		t.Fatalf("run = %s (%q), want failed: graph not deployed", r.Status, r.Error)
 	}
 }
+
+// A run left running with its cancel requested and no message in flight
+// (as earlier versions left a run whose queued node tasks were skipped)
+// ends when cancel is asked again.
+func TestCancelAgainEndsAStuckRun(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 9))
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := e.queue.take(isTick)
+	if err := e.h.Tick(ctx, *m.tick); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Mutate(ctx, e.h.Runs, "k", func(r *runs.Run) error {
+		r.CancelRequested = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.queue.mu.Lock()
+	e.queue.msgs = nil // the messages were lost
+	e.queue.mu.Unlock()
+	if _, err := e.svc.Cancel(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rng, false)
+	if r, _ := e.svc.Get(ctx, "k"); r.Status != pregel.RunCancelled || r.Step != 1 {
+		t.Fatalf("run = %s at step %d, want cancelled at step 1", r.Status, r.Step)
+	}
+}
