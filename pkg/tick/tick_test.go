@@ -543,7 +543,7 @@ func TestTickStopDuringRemoteStep(t *testing.T) {
 			if p.lostSignal && mode == "drain" {
 				continue
 			}
-			for seed := range uint64(3) {
+			for seed := range uint64(4) { // seed 0: no crash
 				t.Run(fmt.Sprintf("%s/%s/seed=%d", mode, p.name, seed), func(t *testing.T) {
 					stopCase(t, newEnv(t, false), ref, mode, p, seed)
 				})
@@ -583,7 +583,8 @@ func TestNodeRefusesInlineTasks(t *testing.T) {
 }
 
 // stopCase runs the test graph to the stop point p, requests the drain or
-// cancel, delivers every message left and checks how the run ended.
+// cancel, delivers every message left (with seed > 0, one store call and
+// one send failing as a crash would) and checks how the run ended.
 func stopCase(t *testing.T, e *env, ref *pregel.Result, mode string, p stopPoint, seed uint64) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 11))
@@ -649,7 +650,24 @@ func stopCase(t *testing.T, e *env, ref *pregel.Result, mode string, p stopPoint
 		}
 	}
 	e.ex.hook = nil
+	if seed > 0 {
+		// From here on, a store call and a send fail once, as a crash
+		// would; the message comes back.
+		e.store.mu.Lock()
+		e.store.failAt = e.store.calls + 1 + rng.IntN(8)
+		e.store.mu.Unlock()
+		e.store.after = rng.IntN(2) == 0
+		var sends atomic.Int32
+		failSend := int32(1 + rng.IntN(4))
+		e.queue.failSend = func() error {
+			if sends.Add(1) == failSend {
+				return errCrash
+			}
+			return nil
+		}
+	}
 	e.drain(t, rng, true)
+	e.queue.failSend = nil
 
 	r, err := e.svc.Get(ctx, id)
 	if err != nil {
