@@ -206,7 +206,7 @@ func New(o Options) (*App, error) {
 		Graphs:      o.Graphs,
 		Runs:        store,
 		Checkpoints: store,
-		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue},
+		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
 		Logger:      log,
 	}
 	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log})

@@ -29,12 +29,16 @@ type RemoteState struct {
 // remoteGraph fans out to remote workers next to an inline branch, joins
 // them, and ends with a remote node that asks for approval: the node
 // queue carries both plain tasks and an interrupt and its resume.
-func remoteGraph(t testing.TB) *pregel.Graph {
+// work, when not nil, is called by every execution of a work task.
+func remoteGraph(t testing.TB, work func(ctx context.Context)) *pregel.Graph {
 	g := pregel.NewGraph[RemoteState]("remote-fanout")
 	g.AddFunc("prepare", func(context.Context, RemoteState) (RemoteState, error) {
 		return RemoteState{Items: []int{1, 2, 3}, Log: []string{"prepare"}}, nil
 	})
 	g.AddFunc("work", func(ctx context.Context, _ RemoteState) (RemoteState, error) {
+		if work != nil {
+			work(ctx)
+		}
 		n, err := pregel.Arg[int](ctx)
 		if err != nil {
 			return RemoteState{}, err

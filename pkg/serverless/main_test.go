@@ -85,6 +85,8 @@ type stackOptions struct {
 	visibility time.Duration
 	maxReceive int
 	noPollers  bool
+	// work is called by every execution of remote-fanout's work tasks.
+	work func(ctx context.Context)
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -114,7 +116,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
-	reg := registry(t)
+	reg := registry(t, o.work)
 	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -151,13 +153,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 }
 
 // registry serves the examples and the test graph with remote nodes.
-func registry(t *testing.T) *runs.Registry {
+func registry(t *testing.T, work func(context.Context)) *runs.Registry {
 	t.Helper()
 	all, err := examples.All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runs.NewRegistry(append(all, remoteGraph(t))...)
+	reg, err := runs.NewRegistry(append(all, remoteGraph(t, work))...)
 	if err != nil {
 		t.Fatal(err)
 	}

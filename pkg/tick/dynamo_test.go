@@ -34,3 +34,26 @@ func TestTickFaultsDynamo(t *testing.T) {
 		}
 	}
 }
+
+// Cancel and drain at every point of a remote step (every third with
+// -short), on DynamoDB.
+func TestTickStopDuringRemoteStepDynamo(t *testing.T) {
+	srv := mototest.Start(t)
+	client := dynamodb.NewFromConfig(srv.Config)
+	ref := reference(t, false)
+	for _, mode := range []string{"cancel", "drain"} {
+		for i, p := range stopPoints() {
+			if p.lostSignal && mode == "drain" || testing.Short() && i%3 != 0 {
+				continue
+			}
+			t.Run(mode+"/"+p.name, func(t *testing.T) {
+				table := fmt.Sprintf("stop-%s-%d", mode, i)
+				if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
+					t.Fatal(err)
+				}
+				s := dynamo.New(client, table)
+				stopCase(t, newEnvOn(t, false, backend{checkpoints: s, runs: s, claims: s, loader: s}), ref, mode, p, 1)
+			})
+		}
+	}
+}

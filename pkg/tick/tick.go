@@ -7,6 +7,14 @@
 // recomputed. No handler waits for another: the last node task to finish
 // sends the tick that commits its step.
 //
+// Drain and cancel requests are read from the run record at step
+// boundaries. A drain lets the step in progress (one with a recorded
+// result) finish and commit, then stops the run. A cancel starts no task:
+// Dispatcher.Signal sends a tick, and a node task of the run sends one
+// instead of executing; the tick ends the run cancelled, after committing
+// the open step only if all its tasks had settled. Whatever is skipped or
+// abandoned, some message is left that ends the run.
+//
 // The handlers are independent of AWS: the Lambdas in functions/ and the
 // local emulation in `superstep dev --aws` wire them to SQS.
 package tick
@@ -198,10 +206,10 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 			return fmt.Errorf("load run %q: %w", run.ID, err)
 		}
 	}
-	if run.CancelRequested {
-		return h.finish(ctx, cp, run.ID, pregel.RunCancelled, nil, "", "")
-	}
 	step := cp.Step + 1
+	if run.CancelRequested {
+		return h.cancel(ctx, g, cp, pending)
+	}
 	if t.Step != step {
 		// A duplicate or late tick. If the step it names is committed
 		// but the next tick may not have been sent, send it again; the
@@ -216,7 +224,10 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	if len(tasks) == 0 {
 		return h.advance(ctx, g, cp)
 	}
-	if run.DrainRequested {
+	if run.DrainRequested && len(pending) == 0 {
+		// The step has not started: stop at the boundary before it. A
+		// step with recorded results is in progress: it is completed and
+		// committed first, and advance stops the run after it.
 		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
 	}
 	if cp.Step >= g.MaxSteps() {
@@ -293,7 +304,26 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 			}
 		}
 	}
-	return h.commit(ctx, g, cp, tasks, settled)
+	return h.commit(ctx, g, cp, tasks, settled, false)
+}
+
+// cancel ends a run whose cancel was requested, at the step boundary it is
+// at. If every task of the open step has settled, the step is committed
+// first and advance then ends the run; otherwise the run ends cancelled at
+// its last committed step cp, and the open step's results are discarded.
+// No task starts once a cancel is seen.
+func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, pending []pregel.TaskResult) error {
+	tasks := g.Plan(cp)
+	if len(tasks) == 0 {
+		return h.advance(ctx, g, cp)
+	}
+	settled := settledResults(pending)
+	for _, task := range tasks {
+		if _, ok := settled[task.ID]; !ok {
+			return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
+		}
+	}
+	return h.commit(ctx, g, cp, tasks, settled, true)
 }
 
 // settledResults indexes the results that settle their task for this
@@ -393,8 +423,10 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel
 }
 
 // commit applies the step's results, commits the checkpoint and moves the
-// run on.
-func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult) error {
+// run on. cancelling (the run's cancel was requested) ends the run
+// cancelled at cp when the step cannot be committed (it interrupts or
+// fails).
+func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult, cancelling bool) error {
 	results := make([]pregel.TaskResult, 0, len(tasks))
 	for _, task := range tasks {
 		results = append(results, settled[task.ID])
@@ -402,6 +434,9 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	out, err := g.Apply(cp, tasks, results)
 	if err != nil {
 		return fmt.Errorf("apply step %d: %w", cp.Step+1, err)
+	}
+	if cancelling && out.Checkpoint == nil {
+		return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
 	}
 	switch out.Status {
 	case pregel.RunInterrupted:
@@ -511,13 +546,24 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if err != nil {
 		return err
 	}
-	if run.Status != pregel.RunRunning && run.Status != pregel.RunPending || run.CancelRequested {
+	if run.Status != pregel.RunRunning && run.Status != pregel.RunPending {
 		log.Debug("node task for a run that is not running; no-op", "status", run.Status)
 		return nil
 	}
+	if run.CancelRequested {
+		// The task is not started, and no result of it will send the
+		// commit tick: send the tick that ends the run instead.
+		open := 1
+		if cp != nil {
+			open = cp.Step + 1
+		}
+		log.Info("node task of a run being cancelled: not executed; the tick handler ends the run")
+		return h.Queue.SendTick(ctx, Tick{RunID: run.ID, Step: open, Nonce: "cancel"})
+	}
 	g, ok := h.Graphs.Get(run.Graph)
 	if !ok {
-		return fmt.Errorf("%w: graph %q is not deployed", ErrBadMessage, run.Graph)
+		// As the tick handler does: the run cannot go on here.
+		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
 	if cp == nil || cp.Step != nt.Step-1 {
 		log.Debug("node task for a step that is not open; no-op")
@@ -532,6 +578,11 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	}
 	if task == nil {
 		return fmt.Errorf("%w: step %d of run %q has no task %s", ErrBadMessage, nt.Step, run.ID, nt.TaskID)
+	}
+	if info, _ := g.Node(task.Node()); !info.IsRemote() {
+		// The tick handler executes it: a node task for it was not sent
+		// by a handler, and executing it here would race the tick's.
+		return fmt.Errorf("%w: task %s of step %d of run %q is of node %q, which is not remote (pregel.Remote); the tick handler executes it, not the node function", ErrBadMessage, nt.TaskID, nt.Step, run.ID, task.Node())
 	}
 	var resume map[string]json.RawMessage
 	for _, p := range pending {
@@ -584,6 +635,9 @@ func (h *Handler) commitIfSettled(ctx context.Context, tasks []pregel.Task, nt N
 type Dispatcher struct {
 	Checkpoints pregel.Checkpointer
 	Queue       Queue
+	// Logger logs a cancel tick that could not be sent (default
+	// slog.Default()).
+	Logger *slog.Logger
 }
 
 // Dispatch sends the tick of the run's open step. The nonce, the record's
@@ -599,6 +653,27 @@ func (d *Dispatcher) Dispatch(ctx context.Context, r runs.Run) error {
 	return d.Queue.SendTick(ctx, Tick{RunID: r.ID, Step: step, Nonce: "v" + strconv.FormatInt(r.Version, 10)})
 }
 
-// Signal does nothing: ticks read drain and cancel requests from the run
-// record at every step boundary.
-func (d *Dispatcher) Signal(context.Context, runs.Run) {}
+// Signal sends a tick for a run whose cancel was requested, so that the
+// tick handler ends it without waiting for the tasks in progress: it
+// commits the open step if all its tasks have settled, and otherwise ends
+// the run at its last committed step. A drain needs no message: the step
+// in progress finishes, and ticks read the request at the next boundary.
+//
+// If the tick cannot be sent, the cancel still takes effect: node tasks of
+// the run are no longer executed and send the tick, and a tick handler
+// reads the request at the next boundary.
+func (d *Dispatcher) Signal(ctx context.Context, r runs.Run) {
+	if !r.CancelRequested {
+		return
+	}
+	// A cancel tick ends the run whatever step it names; the nonce keeps
+	// a later cancel request from being deduplicated with this one.
+	t := Tick{RunID: r.ID, Step: r.Step + 1, Nonce: "cancel.v" + strconv.FormatInt(r.Version, 10)}
+	if err := d.Queue.SendTick(ctx, t); err != nil {
+		log := d.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.WarnContext(ctx, "send the tick of a cancel; the run ends at its next step boundary instead", "run_id", r.ID, "err", err)
+	}
+}

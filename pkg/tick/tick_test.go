@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,8 @@ type executions struct {
 	runs     map[string]int
 	recorded map[string]bool
 	again    []string
+	// hook, when set, is called by every node execution after ran.
+	hook func(ctx context.Context)
 }
 
 func newExecutions() *executions {
@@ -45,6 +48,11 @@ func (e *executions) ran(ctx context.Context) {
 	e.runs[info.TaskID]++
 	if e.recorded[info.TaskID] {
 		e.again = append(e.again, info.TaskID+":"+info.Node+":"+fmt.Sprint(info.Step))
+	}
+	if hook := e.hook; hook != nil {
+		e.mu.Unlock()
+		hook(ctx)
+		e.mu.Lock()
 	}
 }
 
@@ -476,4 +484,289 @@ func TestTickDrainAndCancel(t *testing.T) {
 			t.Fatalf("run = %+v, want cancelled at step 1", r)
 		}
 	})
+}
+
+// take removes the first queued message that match accepts.
+func (q *chaosQueue) take(match func(message) bool) (message, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, m := range q.msgs {
+		if match(m) {
+			q.msgs = slices.Delete(q.msgs, i, i+1)
+			return m, true
+		}
+	}
+	return message{}, false
+}
+
+func isTick(m message) bool { return m.tick != nil }
+func isTask(m message) bool { return m.task != nil }
+
+// stopPoint is when, in the test graph's remote step (step 2: four remote
+// work tasks and the inline side task), a drain or cancel is requested.
+type stopPoint struct {
+	name string
+	// before: requested before step 2's tick is delivered.
+	before bool
+	// finished: node tasks delivered (and finished) before the request.
+	finished int
+	// during: the node whose execution makes the request ("work": the
+	// next node task after the finished ones; "side": the inline task,
+	// while the remote ones are queued).
+	during string
+	// lostSignal: the cancel's own tick cannot be sent.
+	lostSignal bool
+}
+
+func stopPoints() []stopPoint {
+	ps := []stopPoint{{name: "before the step", before: true}, {name: "inline task executing, remote tasks queued", during: "side"}}
+	for k := range 4 {
+		ps = append(ps, stopPoint{name: fmt.Sprintf("%d of 4 remote tasks finished, the rest queued", k), finished: k})
+	}
+	ps = append(ps, stopPoint{name: "all 4 remote tasks finished, commit tick queued", finished: 4})
+	for k := range 4 {
+		ps = append(ps, stopPoint{name: fmt.Sprintf("%d of 4 remote tasks finished, one executing", k), finished: k, during: "work"})
+	}
+	ps = append(ps, stopPoint{name: "2 of 4 remote tasks finished, the rest queued, cancel tick lost", finished: 2, lostSignal: true})
+	return ps
+}
+
+// A cancel or a drain at any point of a remote step ends the run: a cancel
+// ends it cancelled (after committing the step only if all its tasks had
+// finished), a drain commits the step in progress and stops after it, and
+// resuming the drained run completes it like an undisturbed one. No
+// message is left, nothing waits forever, and no recorded task runs again.
+func TestTickStopDuringRemoteStep(t *testing.T) {
+	ref := reference(t, false)
+	for _, mode := range []string{"cancel", "drain"} {
+		for _, p := range stopPoints() {
+			if p.lostSignal && mode == "drain" {
+				continue
+			}
+			for seed := range uint64(4) { // seed 0: no crash
+				t.Run(fmt.Sprintf("%s/%s/seed=%d", mode, p.name, seed), func(t *testing.T) {
+					stopCase(t, newEnv(t, false), ref, mode, p, seed)
+				})
+			}
+		}
+	}
+}
+
+// A node task for a task the tick handler executes (its node is not
+// remote) is refused as a bad message, and nothing is executed or
+// recorded.
+func TestNodeRefusesInlineTasks(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := e.store.Load(ctx, "n", pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := e.h.Graphs.Get("tickgraph")
+	tasks := g.Plan(cp) // step 1: prepare, inline
+	if len(tasks) != 1 || tasks[0].Node() != "prepare" {
+		t.Fatalf("step 1 plans %+v", tasks)
+	}
+	err = e.h.Node(ctx, tick.NodeTask{RunID: "n", Step: 1, TaskID: tasks[0].ID})
+	if !errors.Is(err, tick.ErrBadMessage) || !strings.Contains(err.Error(), `node "prepare", which is not remote`) {
+		t.Fatalf("node task for an inline task: %v, want a bad message naming the node", err)
+	}
+	if n := len(e.ex.runs); n != 0 {
+		t.Errorf("%d tasks executed", n)
+	}
+	if pending, _ := e.store.PendingTasks(ctx, "n", 1); len(pending) != 0 {
+		t.Errorf("results recorded: %+v", pending)
+	}
+}
+
+// stopCase runs the test graph to the stop point p, requests the drain or
+// cancel, delivers every message left (with seed > 0, one store call and
+// one send failing as a crash would) and checks how the run ended.
+func stopCase(t *testing.T, e *env, ref *pregel.Result, mode string, p stopPoint, seed uint64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	const id = "s"
+	var once sync.Once
+	request := func() {
+		once.Do(func() {
+			var err error
+			if mode == "cancel" {
+				if p.lostSignal {
+					e.queue.failSend = func() error { return errCrash }
+				}
+				_, err = e.svc.Cancel(ctx, id)
+				e.queue.failSend = nil
+			} else {
+				_, err = e.svc.Drain(ctx, id, "maintenance")
+			}
+			if err != nil {
+				t.Errorf("%s: %v", mode, err)
+			}
+		})
+	}
+	deliver := func(m message) {
+		t.Helper()
+		var err error
+		if m.tick != nil {
+			err = e.h.Tick(ctx, *m.tick)
+		} else {
+			err = e.h.Node(ctx, *m.task)
+		}
+		if err != nil {
+			t.Fatalf("deliver %+v: %v", m, err)
+		}
+	}
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: id}); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := e.queue.take(isTick)
+	deliver(m) // step 1: prepare
+	if p.before {
+		request()
+	} else {
+		if p.during == "side" {
+			e.ex.hook = func(ctx context.Context) {
+				if info, _ := pregel.TaskFrom(ctx); info.Node == "side" {
+					request()
+				}
+			}
+		}
+		m, _ = e.queue.take(isTick)
+		deliver(m) // step 2: sends the work tasks, executes side
+		for range p.finished {
+			m, _ = e.queue.take(isTask)
+			deliver(m)
+		}
+		switch p.during {
+		case "work":
+			e.ex.hook = func(ctx context.Context) { request() }
+			m, _ = e.queue.take(isTask)
+			deliver(m)
+		case "":
+			request()
+		}
+	}
+	e.ex.hook = nil
+	if seed > 0 {
+		// From here on, a store call and a send fail once, as a crash
+		// would; the message comes back.
+		e.store.mu.Lock()
+		e.store.failAt = e.store.calls + 1 + rng.IntN(8)
+		e.store.mu.Unlock()
+		e.store.after = rng.IntN(2) == 0
+		var sends atomic.Int32
+		failSend := int32(1 + rng.IntN(4))
+		e.queue.failSend = func() error {
+			if sends.Add(1) == failSend {
+				return errCrash
+			}
+			return nil
+		}
+	}
+	e.drain(t, rng, true)
+	e.queue.failSend = nil
+
+	r, err := e.svc.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.ex.again) > 0 {
+		t.Errorf("tasks ran again after their result was recorded: %v", e.ex.again)
+	}
+	if mode == "cancel" {
+		// The step commits only if all its tasks had finished; when the
+		// last one was executing, either may happen.
+		want := []int{1}
+		switch {
+		case p.finished == 4:
+			want = []int{2}
+		case p.finished == 3 && p.during == "work":
+			want = []int{1, 2}
+		}
+		if r.Status != pregel.RunCancelled || r.CancelRequested || !slices.Contains(want, r.Step) {
+			t.Fatalf("run = %s at step %d (cancel requested %v), want cancelled at step %v", r.Status, r.Step, r.CancelRequested, want)
+		}
+		if _, err := e.svc.Cancel(ctx, id); !errors.Is(err, runs.ErrInvalidState) {
+			t.Errorf("second cancel: %v, want ErrInvalidState", err)
+		}
+		return
+	}
+	want := 2 // the step in progress is committed first
+	if p.before {
+		want = 1
+	}
+	if r.Status != pregel.RunDrained || r.Step != want || r.DrainReason != "maintenance" {
+		t.Fatalf("run = %s at step %d (reason %q), want drained at step %d", r.Status, r.Step, r.DrainReason, want)
+	}
+	if _, err := e.svc.Resume(ctx, id, runs.ResumeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rng, true)
+	r, _ = e.svc.Get(ctx, id)
+	cp, _ := e.store.Load(ctx, id, pregel.Latest)
+	if r.Status != pregel.RunCompleted || r.Counters != ref.Counters || !equalJSON(cp.Values, ref.Values) {
+		t.Fatalf("after resume: %s %+v %s\nwant completed with %+v %s", r.Status, r.Counters, cp.Values, ref.Counters, ref.Values)
+	}
+	if len(e.ex.again) > 0 {
+		t.Errorf("tasks ran again after their result was recorded: %v", e.ex.again)
+	}
+}
+
+// A node task of a run whose graph this deployment does not serve fails
+// the run, as a tick does, rather than leaving it running with its task
+// in the dead-letter queue.
+func TestNodeFailsRunOfUndeployedGraph(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "u"}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := runs.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := *e.h
+	h.Graphs = other
+	if err := h.Node(ctx, tick.NodeTask{RunID: "u", Step: 1, TaskID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := e.svc.Get(ctx, "u")
+	if r.Status != pregel.RunFailed || !strings.Contains(r.Error, `graph "tickgraph" is not deployed`) {
+		t.Fatalf("run = %s (%q), want failed: graph not deployed", r.Status, r.Error)
+	}
+}
+
+// A run left running with its cancel requested and no message in flight
+// (as earlier versions left a run whose queued node tasks were skipped)
+// ends when cancel is asked again.
+func TestCancelAgainEndsAStuckRun(t *testing.T) {
+	e := newEnv(t, false)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 9))
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := e.queue.take(isTick)
+	if err := e.h.Tick(ctx, *m.tick); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.Mutate(ctx, e.h.Runs, "k", func(r *runs.Run) error {
+		r.CancelRequested = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.queue.mu.Lock()
+	e.queue.msgs = nil // the messages were lost
+	e.queue.mu.Unlock()
+	if _, err := e.svc.Cancel(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rng, false)
+	if r, _ := e.svc.Get(ctx, "k"); r.Status != pregel.RunCancelled || r.Step != 1 {
+		t.Fatalf("run = %s at step %d, want cancelled at step 1", r.Status, r.Step)
+	}
 }

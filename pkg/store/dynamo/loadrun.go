@@ -51,7 +51,7 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Ch
 		return runs.Run{}, nil, nil, fmt.Errorf("dynamo: load run %q: Query: %w", runID, err)
 	}
 	if len(out.Items) == 0 || !isRunItem(out.Items[0]) {
-		return runs.Run{}, nil, nil, fmt.Errorf("dynamo: run %q: %w", runID, runs.ErrNotFound)
+		return runs.Run{}, nil, nil, fmt.Errorf("run %q: %w", runID, runs.ErrNotFound)
 	}
 	rs, err := s.decodeRuns(ctx, out.Items[:1])
 	if err != nil {

@@ -72,7 +72,7 @@ func checkStatus(r runs.Run) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("dynamo: run %q has status %q, which is not a run status: %w", r.ID, r.Status, runs.ErrInvalid)
+	return fmt.Errorf("run %q has status %q, which is not a run status: %w", r.ID, r.Status, runs.ErrInvalid)
 }
 
 // runItem returns the attributes of a run item, and the blob to write
@@ -151,7 +151,7 @@ func (s *Store) CreateRun(ctx context.Context, r runs.Run) (runs.Run, bool, erro
 		return runs.Run{}, false, err
 	}
 	if r.ID == "" {
-		return runs.Run{}, false, fmt.Errorf("dynamo: create run: empty run id: %w", runs.ErrInvalid)
+		return runs.Run{}, false, fmt.Errorf("create run: empty run id: %w", runs.ErrInvalid)
 	}
 	if err := checkStatus(r); err != nil {
 		return runs.Run{}, false, err
@@ -216,7 +216,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (runs.Run, error) {
 		return runs.Run{}, fmt.Errorf("dynamo: get run %q: %w", id, err)
 	}
 	if out.Item == nil {
-		return runs.Run{}, fmt.Errorf("dynamo: run %q: %w", id, runs.ErrNotFound)
+		return runs.Run{}, fmt.Errorf("run %q: %w", id, runs.ErrNotFound)
 	}
 	rs, err := s.decodeRuns(ctx, []map[string]types.AttributeValue{out.Item})
 	if err != nil {
@@ -285,10 +285,10 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
 		if ccf, ok := isConditionFailed(err); ok {
 			s.dropBlobs(ctx, pk, refs)
 			if ccf.Item == nil {
-				return runs.Run{}, fmt.Errorf("dynamo: update run %q: %w", r.ID, runs.ErrNotFound)
+				return runs.Run{}, fmt.Errorf("update run %q: %w", r.ID, runs.ErrNotFound)
 			}
 			stored, _ := getN(ccf.Item, attrVersion)
-			return runs.Run{}, fmt.Errorf("dynamo: update run %q at version %d: stored version is %d: %w", r.ID, expected, stored, runs.ErrConflict)
+			return runs.Run{}, fmt.Errorf("update run %q at version %d: stored version is %d: %w", r.ID, expected, stored, runs.ErrConflict)
 		}
 		return runs.Run{}, fmt.Errorf("dynamo: update run %q: %w", r.ID, err)
 	}
@@ -316,7 +316,7 @@ func encodeToken(pos string) string {
 }
 
 func decodeToken(tok string) (string, error) {
-	bad := fmt.Errorf("dynamo: page token %q is not one this store issued; start the listing again without it: %w", tok, runs.ErrInvalid)
+	bad := fmt.Errorf("page token %q is not one this store issued; start the listing again without it: %w", tok, runs.ErrInvalid)
 	raw, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
 		return "", bad

@@ -273,3 +273,41 @@ func TestUnknownStatusRejected(t *testing.T) {
 		t.Errorf("CreateRun with status paused: %v, want ErrInvalid", err)
 	}
 }
+
+// Errors that wrap a sentinel of package runs reach the API's callers
+// (pkg/api shows their message): they say what went wrong without naming
+// the store.
+func TestCallerErrorsNameNoStore(t *testing.T) {
+	t.Parallel()
+	s := newEnv(t).store()
+	ctx := t.Context()
+	_, getErr := s.GetRun(ctx, "nope")
+	_, updErr := s.UpdateRun(ctx, runs.Run{ID: "nope", Graph: "g", Status: pregel.RunRunning, Version: 1})
+	_, listErr := s.ListRuns(ctx, runs.Filter{PageToken: "bm90LWEtdG9rZW4"})
+	_, _, badErr := s.CreateRun(ctx, runs.Run{ID: "x", Graph: "g", Status: "paused"})
+	_, _, _, loadErr := s.LoadRun(ctx, "nope")
+	if _, _, err := s.CreateRun(ctx, runs.Run{ID: "v", Graph: "g", Status: pregel.RunPending, Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, conflictErr := s.UpdateRun(ctx, runs.Run{ID: "v", Graph: "g", Status: pregel.RunRunning, Version: 5})
+	for _, c := range []struct {
+		name     string
+		err      error
+		sentinel error
+	}{
+		{"GetRun of a missing run", getErr, runs.ErrNotFound},
+		{"UpdateRun of a missing run", updErr, runs.ErrNotFound},
+		{"UpdateRun at a stale version", conflictErr, runs.ErrConflict},
+		{"ListRuns with a foreign page token", listErr, runs.ErrInvalid},
+		{"CreateRun with an unknown status", badErr, runs.ErrInvalid},
+		{"LoadRun of a missing run", loadErr, runs.ErrNotFound},
+	} {
+		if !errors.Is(c.err, c.sentinel) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.sentinel)
+			continue
+		}
+		if strings.Contains(strings.ToLower(c.err.Error()), "dynamo") {
+			t.Errorf("%s: %q names the store", c.name, c.err)
+		}
+	}
+}
