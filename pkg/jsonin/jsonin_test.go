@@ -1,7 +1,9 @@
 package jsonin_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -68,6 +70,46 @@ func TestDepth(t *testing.T) {
 	for _, tt := range tests {
 		if got := jsonin.Depth([]byte(tt.in), tt.limit); got != tt.want {
 			t.Errorf("Depth(%.20q, %d) = %d, want %d", tt.in, tt.limit, got, tt.want)
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	type ticket struct {
+		ID    string `json:"id"`
+		Count uint   `json:"count"`
+		Tags  []string
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`"x"`, `the value must be an object, not a string`},
+		{`{"id":5}`, `field "id" must be a string, not a number`},
+		{`{"count":-1}`, `field "count" must be a whole number of 0 or more, not -1`},
+		{`{"Tags":{}}`, `field "Tags" must be an array, not an object`},
+	} {
+		var v ticket
+		err := json.Unmarshal([]byte(tc.in), &v)
+		got := jsonin.Explain(fmt.Errorf("invalid input: channel %q: %w", "ticket", err))
+		if want := `invalid input: channel "ticket": ` + tc.want; got != want {
+			t.Errorf("Explain(%s) = %q, want %q", tc.in, got, want)
+		}
+		if strings.Contains(got, "Go ") || strings.Contains(got, "jsonin_test") {
+			t.Errorf("Explain(%s) = %q names Go types", tc.in, got)
+		}
+	}
+	if got := jsonin.Explain(errors.New("plain")); got != "plain" {
+		t.Errorf("Explain(plain) = %q", got)
+	}
+}
+
+func TestExplainFlattened(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`invalid input: decode channel "text": json: cannot unmarshal number into Go value of type string: invalid request`, `invalid input: decode channel "text": the value must be a string, not a number: invalid request`},
+		{`decode channel "ticket": json: cannot unmarshal string into Go value of type triage.Ticket`, `decode channel "ticket": the value cannot be a string`},
+		{`invalid params: cannot unmarshal number into Go struct field GetTaskRequest.id of type a2a.TaskID`, `invalid params: field "id" cannot be a number`},
+		{`cannot unmarshal number -1 into Go struct field T.a.b of type uint`, `field "a.b" must be a whole number of 0 or more, not -1`},
+	} {
+		if got := jsonin.Explain(errors.New(tc.in)); got != tc.want {
+			t.Errorf("Explain(%q)\n = %q\nwant %q", tc.in, got, tc.want)
 		}
 	}
 }
