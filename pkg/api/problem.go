@@ -41,6 +41,7 @@ const (
 	typeForbidden        = "urn:superstep:problem:forbidden"
 	typeMethodNotAllowed = "urn:superstep:problem:method-not-allowed"
 	typeTooLarge         = "urn:superstep:problem:body-too-large"
+	typeValueTooLarge    = "urn:superstep:problem:value-too-large"
 	typeInternal         = "urn:superstep:problem:internal"
 
 	titleInvalidRequest = "Invalid request"
