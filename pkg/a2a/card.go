@@ -81,12 +81,14 @@ func (s *Server) endpoint(r *http.Request, graph string) string {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
-			scheme = p
-		}
 		host := r.Host
-		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" {
-			host = h
+		if s.trustForwarded {
+			if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+				scheme = p
+			}
+			if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" {
+				host = h
+			}
 		}
 		base = scheme + "://" + host
 	}

@@ -11,6 +11,7 @@ import (
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -120,11 +121,12 @@ func (h *handler) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*c
 		history = &zero
 	}
 	out := &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size, NextPageToken: page.NextPageToken}
+	budget := api.NewValueBudget() // one for the whole page
 	for _, r := range page.Runs {
 		if req.StatusTimestampAfter != nil && !r.UpdatedAt.After(*req.StatusTimestampAfter) {
 			continue
 		}
-		t, err := h.s.task(ctx, r, taskView{history: history, artifacts: req.IncludeArtifacts})
+		t, err := h.s.task(ctx, r, taskView{history: history, artifacts: req.IncludeArtifacts, budget: budget})
 		if err != nil {
 			return nil, err
 		}
