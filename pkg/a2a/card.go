@@ -82,13 +82,11 @@ func (s *Server) endpoint(r *http.Request, graph string) string {
 			scheme = "https"
 		}
 		host := r.Host
-		if s.trustForwarded {
-			if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
-				scheme = p
-			}
-			if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" {
-				host = h
-			}
+		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); s.trustProto && (p == "http" || p == "https") {
+			scheme = p
+		}
+		if h := firstValue(r.Header.Get("X-Forwarded-Host")); s.trustForwarded && h != "" {
+			host = h
 		}
 		base = scheme + "://" + host
 	}

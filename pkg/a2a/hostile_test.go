@@ -168,13 +168,14 @@ func TestRPCIDs(t *testing.T) {
 
 func TestCardForwardedHeaders(t *testing.T) {
 	for _, tc := range []struct {
-		trust bool
-		want  string
+		opt  a2a.Option
+		want string
 	}{
-		{false, "http://127.0.0.1"},
-		{true, "https://agents.example.com/a2a/chat"},
+		{a2a.WithTrustForwardedHeaders(false), "http://127.0.0.1"},
+		{a2a.WithTrustForwardedProto(true), "https://127.0.0.1"},
+		{a2a.WithTrustForwardedHeaders(true), "https://agents.example.com/a2a/chat"},
 	} {
-		e := newEnv(t, envConfig{opts: []a2a.Option{a2a.WithTrustForwardedHeaders(tc.trust)}})
+		e := newEnv(t, envConfig{opts: []a2a.Option{tc.opt}})
 		req, _ := http.NewRequest(http.MethodGet, e.agentURL("chat")+"/.well-known/agent-card.json", nil)
 		req.Header.Set("X-Forwarded-Host", "agents.example.com")
 		req.Header.Set("X-Forwarded-Proto", "https")
@@ -188,7 +189,7 @@ func TestCardForwardedHeaders(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&card)
 		resp.Body.Close()
 		if !strings.HasPrefix(card.URL, tc.want) {
-			t.Errorf("trust %v: card url %q, want it to start with %q", tc.trust, card.URL, tc.want)
+			t.Errorf("card url %q, want it to start with %q", card.URL, tc.want)
 		}
 	}
 }

@@ -100,7 +100,16 @@ func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBody = n }
 // of requests. Turn it on only behind a proxy that sets them (API
 // Gateway, a load balancer): any client can send them, and a card that
 // follows them advertises the client's choice of host. Off by default.
-func WithTrustForwardedHeaders(on bool) Option { return func(s *Server) { s.trustForwarded = on } }
+func WithTrustForwardedHeaders(on bool) Option {
+	return func(s *Server) { s.trustForwarded, s.trustProto = on, on }
+}
+
+// WithTrustForwardedProto makes the agent cards' scheme (without
+// WithBaseURL) follow the X-Forwarded-Proto header only, not
+// X-Forwarded-Host: right behind API Gateway, which terminates TLS and
+// sets the protocol header, while the Host it passes on is its own domain
+// and an X-Forwarded-Host would come from the client.
+func WithTrustForwardedProto(on bool) Option { return func(s *Server) { s.trustProto = on } }
 
 // WithBlockingTimeout bounds the wait of a blocking message/send
 // (default DefaultBlockingTimeout).
@@ -147,18 +156,19 @@ type Server struct {
 	events    EventSource
 	streaming bool
 	baseURL   string
-	// trustForwarded: cards follow X-Forwarded-Proto/-Host.
-	trustForwarded bool
-	prefix         string
-	maxBody        int64
-	blockFor       time.Duration
-	cancelWait     time.Duration
-	poll           time.Duration
-	textChannels   map[string]string
-	bearer         bool
-	version        string
-	provider       *core.AgentProvider
-	log            *slog.Logger
+	// trustForwarded, trustProto: cards follow X-Forwarded-Host, and
+	// X-Forwarded-Proto.
+	trustForwarded, trustProto bool
+	prefix                     string
+	maxBody                    int64
+	blockFor                   time.Duration
+	cancelWait                 time.Duration
+	poll                       time.Duration
+	textChannels               map[string]string
+	bearer                     bool
+	version                    string
+	provider                   *core.AgentProvider
+	log                        *slog.Logger
 
 	agents map[string]*agent
 	mux    *http.ServeMux
