@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -154,11 +155,22 @@ func TestRPCIDs(t *testing.T) {
 	if after := e.stored(t); after != before {
 		t.Errorf("notifications that read changed stored runs")
 	}
-	// A notification that sends a message is carried out all the same.
-	status, _ := post(t, url, `{"jsonrpc":"2.0","method":"SendMessage","params":{"message":{"messageId":"n","role":"ROLE_USER","parts":[{"text":"note"}]},"configuration":{"returnImmediately":true}}}`)
+	// A notification that sends a message is carried out all the same,
+	// without waiting for the run (a "slow" one runs until cancelled).
+	start := time.Now()
+	status, _ := post(t, url, `{"jsonrpc":"2.0","method":"SendMessage","params":{"message":{"messageId":"n","role":"ROLE_USER","parts":[{"text":"slow"}]}}}`)
+	status03, _ := post(t, url, `{"jsonrpc":"2.0","method":"message/send","params":{"message":{"kind":"message","messageId":"n3","role":"user","parts":[{"kind":"text","text":"slow"}]},"configuration":{"blocking":true}}}`)
 	page, _ := e.svc.Runs.ListRuns(context.Background(), runs.Filter{Limit: 10})
-	if status != http.StatusNoContent || len(page.Runs) != 2 {
-		t.Errorf("SendMessage notification: HTTP %d, %d runs, want 204 and 2", status, len(page.Runs))
+	if status != http.StatusNoContent || status03 != http.StatusNoContent || len(page.Runs) != 3 {
+		t.Errorf("send notifications: HTTP %d and %d, %d runs, want 204, 204 and 3", status, status03, len(page.Runs))
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("send notifications took %v: they waited for their runs", d)
+	}
+	for _, r := range page.Runs {
+		if r.Status == pregel.RunPending || r.Status == pregel.RunRunning {
+			_, _ = e.svc.Cancel(context.Background(), r.ID)
+		}
 	}
 	// Malformed requests without an id are answered (id null).
 	if resp := rpc(t, url, `{"jsonrpc":"1.0","method":"GetTask"}`); resp.code() != -32600 || string(resp.body.ID) != "null" {

@@ -177,6 +177,10 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, id, rpcErr.code, rpcErr.msg)
 		return
 	}
+	if notification && (name == "SendMessage" || name == "message/send") {
+		// Nobody waits for the answer: do not hold the connection.
+		params = nonBlocking(params, m.legacy)
+	}
 	// The SDK decodes the id into an interface (a number becomes a
 	// float64: 2^64 would come back altered), so it gets a placeholder
 	// string, replaced by the id as sent in what it writes.
@@ -205,6 +209,35 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	if notification {
 		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// nonBlocking returns the params of a send with the configuration that
+// makes it answer at once: returnImmediately (1.0), blocking false (0.3).
+func nonBlocking(params json.RawMessage, legacy bool) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return params
+	}
+	var cfg map[string]json.RawMessage
+	_ = json.Unmarshal(p["configuration"], &cfg)
+	if cfg == nil {
+		cfg = make(map[string]json.RawMessage)
+	}
+	if legacy {
+		cfg["blocking"] = json.RawMessage("false")
+	} else {
+		cfg["returnImmediately"] = json.RawMessage("true")
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return params
+	}
+	p["configuration"] = raw
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
 }
 
 // envelope is a JSON-RPC request as handed to the SDK's transport.
