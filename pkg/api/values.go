@@ -27,7 +27,7 @@ const (
 	ValueBudgetBytes = 2 << 20
 	// ValuePartBytes is the most one response of a values endpoint
 	// carries: larger values are fetched in parts with Range requests.
-	ValuePartBytes = 4 << 20
+	ValuePartBytes = 2 << 20
 )
 
 // Omitted replaces, in a response, a value that was left out: too large
