@@ -144,6 +144,7 @@ func (h *Handler) routes() {
 		{"GET", "/v1/runs/{run_id}/checkpoints/{step}/values/{channel}", h.getValue},
 		{"GET", "/v1/runs/{run_id}/input", h.getInput},
 		{"GET", "/v1/runs/{run_id}/input/{channel}", h.getInput},
+		{"GET", "/v1/runs/{run_id}/interrupts/{interrupt_id}", h.getInterrupt},
 		{"POST", "/v1/runs/{run_id}/drain", h.drainRun},
 		{"POST", "/v1/runs/{run_id}/cancel", h.cancelRun},
 		{"POST", "/v1/runs/{run_id}/resume", h.resumeRun},

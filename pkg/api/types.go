@@ -83,29 +83,35 @@ type Run struct {
 	// Input (replaced by an Omitted marker: too large or too deep to
 	// embed); GET /v1/runs/{run_id}/input/{channel} gives each.
 	OmittedInput []string `json:"omitted_input,omitempty"`
+	// OmittedInterrupts lists the interrupts whose payload was left out
+	// of Interrupts the same way; GET
+	// /v1/runs/{run_id}/interrupts/{interrupt_id} gives each.
+	OmittedInterrupts []string `json:"omitted_interrupts,omitempty"`
 }
 
 // runView is the Run of a record, its input fitted to the response's
 // value budget.
 func runView(r runs.Run, b *ValueBudget) Run {
 	input, omitted := b.FitInput(r.ID, r.Input)
+	interrupts, omittedInterrupts := b.FitInterrupts(r.ID, r.Interrupts)
 	return Run{
-		RunID:           r.ID,
-		Graph:           r.Graph,
-		Status:          r.Status,
-		Input:           input,
-		OmittedInput:    omitted,
-		ContextID:       r.ContextID,
-		CreatedAt:       r.CreatedAt,
-		UpdatedAt:       r.UpdatedAt,
-		Step:            r.Step,
-		Counters:        r.Counters,
-		DrainRequested:  r.DrainRequested,
-		DrainReason:     r.DrainReason,
-		CancelRequested: r.CancelRequested,
-		Interrupts:      r.Interrupts,
-		Error:           r.Error,
-		FailedNode:      r.FailedNode,
+		OmittedInterrupts: omittedInterrupts,
+		RunID:             r.ID,
+		Graph:             r.Graph,
+		Status:            r.Status,
+		Input:             input,
+		OmittedInput:      omitted,
+		ContextID:         r.ContextID,
+		CreatedAt:         r.CreatedAt,
+		UpdatedAt:         r.UpdatedAt,
+		Step:              r.Step,
+		Counters:          r.Counters,
+		DrainRequested:    r.DrainRequested,
+		DrainReason:       r.DrainReason,
+		CancelRequested:   r.CancelRequested,
+		Interrupts:        interrupts,
+		Error:             r.Error,
+		FailedNode:        r.FailedNode,
 	}
 }
 

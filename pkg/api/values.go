@@ -127,6 +127,62 @@ func (b *ValueBudget) FitInput(runID string, input json.RawMessage) (json.RawMes
 	return raw, omitted
 }
 
+// FitInterrupts returns a run's pending interrupts with the payloads that
+// do not fit replaced by markers pointing at
+// GET /v1/runs/{run_id}/interrupts/{interrupt_id}, and the ids of those.
+func (b *ValueBudget) FitInterrupts(runID string, ins []pregel.InterruptInfo) ([]pregel.InterruptInfo, []string) {
+	if len(ins) == 0 {
+		return ins, nil
+	}
+	values := make(map[string]json.RawMessage, len(ins))
+	for _, in := range ins {
+		values[in.ID] = in.Value
+	}
+	fitted, omitted := b.Fit(values, func(id string) string { return InterruptHref(runID, id) })
+	if len(omitted) == 0 {
+		return ins, nil
+	}
+	out := make([]pregel.InterruptInfo, len(ins))
+	for i, in := range ins {
+		out[i] = in
+		out[i].Value = fitted[in.ID]
+	}
+	return out, omitted
+}
+
+// InterruptHref is the path of a pending interrupt's payload.
+func InterruptHref(runID, interruptID string) string {
+	return "/v1/runs/" + url.PathEscape(runID) + "/interrupts/" + url.PathEscape(interruptID)
+}
+
+// getInterrupt serves GET /v1/runs/{run_id}/interrupts/{interrupt_id}:
+// the payload of a pending interrupt, whole or by byte range.
+func (h *Handler) getInterrupt(w http.ResponseWriter, r *http.Request) error {
+	if err := allowedQuery(r); err != nil {
+		return err
+	}
+	id, iid := r.PathValue("run_id"), r.PathValue("interrupt_id")
+	run, err := h.svc.Get(r.Context(), id)
+	if err != nil {
+		return runErr(id, err)
+	}
+	var ids []string
+	for _, in := range run.Interrupts {
+		if in.ID == iid {
+			value := in.Value
+			if len(value) == 0 {
+				value = json.RawMessage("null")
+			}
+			return h.serveValue(w, r, value, fmt.Sprintf("the payload of interrupt %q", iid))
+		}
+		ids = append(ids, in.ID)
+	}
+	if len(ids) == 0 {
+		return notFoundf("run %q has no pending interrupt %q; it waits on none", id, iid)
+	}
+	return notFoundf("run %q has no pending interrupt %q; it waits on %s", id, iid, strings.Join(ids, ", "))
+}
+
 // ValueHref is the path of a channel's value at a step (a step number or
 // "latest").
 func ValueHref(runID, step, channel string) string {

@@ -191,3 +191,42 @@ func TestDeepStoredValue(t *testing.T) {
 		t.Fatalf("the value itself: %d, %d bytes", res.status, len(res.body))
 	}
 }
+
+// TestLargeInterrupt: a large question is left out of the run with a
+// marker and served whole from the interrupt's endpoint.
+func TestLargeInterrupt(t *testing.T) {
+	question := strings.Repeat("q", 1<<20)
+	b := pregel.NewGraph[echoState]("bigask")
+	b.AddFunc("ask", func(ctx context.Context, s echoState) (echoState, error) {
+		name, err := pregel.Interrupt[string](ctx, map[string]string{"question": question})
+		return echoState{Text: name}, err
+	}, pregel.Writes("text"))
+	b.AddEdge(pregel.Start, "ask").AddEdge("ask", pregel.End)
+	g, err := b.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := runs.NewRegistry(g)
+	cps := pregel.NewMemoryStore()
+	svc := &runs.Service{Graphs: reg, Runs: runs.NewMemoryStore(), Checkpoints: cps, Dispatcher: &recordingDispatcher{}, Logger: testLogger(t)}
+	e := startEnv(t, svc, cps)
+	e.create("bigask", api.CreateRunRequest{RunID: "q1"})
+	e.finish("q1")
+
+	var d api.RunDetail
+	e.do("GET", "/v1/runs/q1", nil).ok(t, http.StatusOK, &d)
+	if d.Status != pregel.RunInterrupted || len(d.Interrupts) != 1 || fmt.Sprint(d.OmittedInterrupts) != "["+d.Interrupts[0].ID+"]" {
+		t.Fatalf("run: %s, interrupts %d, omitted %v", d.Status, len(d.Interrupts), d.OmittedInterrupts)
+	}
+	in := d.Interrupts[0]
+	var m api.Omitted
+	if err := json.Unmarshal(in.Value, &m); err != nil || m.Omitted.Href != "/v1/runs/q1/interrupts/"+in.ID {
+		t.Fatalf("marker %.200s", in.Value)
+	}
+	res := e.do("GET", m.Omitted.Href, nil)
+	want, _ := json.Marshal(map[string]string{"question": question})
+	if res.status != http.StatusOK || string(res.body) != string(want) {
+		t.Fatalf("payload: %d, %d bytes", res.status, len(res.body))
+	}
+	e.do("GET", "/v1/runs/q1/interrupts/nope", nil).problem(t, http.StatusNotFound, "waits on "+in.ID)
+}
