@@ -88,7 +88,7 @@ func interruptStatus(r runs.Run) (core.TaskState, *core.Message) {
 	for _, in := range r.Interrupts {
 		pending = append(pending, map[string]any{"id": in.ID, "node": in.Node})
 		if len(in.Value) > api.MaxInlineValueBytes || jsonin.Depth(in.Value, jsonin.MaxDepth) > jsonin.MaxDepth {
-			parts = append(parts, core.NewTextPart(fmt.Sprintf("the question of node %q is too large to show here; GET /v1/runs/%s shows it", in.Node, r.ID)))
+			parts = append(parts, core.NewTextPart(fmt.Sprintf("the question of node %q is too large to show here; GET %s gives it", in.Node, api.InterruptHref(r.ID, in.ID))))
 			continue
 		}
 		v, err := decodeJSON(in.Value)
