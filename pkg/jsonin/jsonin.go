@@ -57,10 +57,45 @@ func (e *Error) Error() string {
 // frame is one open array or object.
 type frame struct {
 	object bool
-	keys   map[string]string // folded key -> key as sent
-	key    string            // current key (object)
-	index  int               // current index (array)
-	expect bool              // object: the next token is a key
+	expect bool   // object: the next token is a key
+	key    string // current key (object)
+	index  int    // current index (array)
+	// The keys seen so far, folded and as sent; a map once there are
+	// many.
+	folded, sent []string
+	many         map[string]string
+}
+
+// manyKeys is the number of keys past which an object's keys are looked
+// up in a map rather than a slice.
+const manyKeys = 16
+
+// seen returns the key as sent that folds like folded, if any.
+func (f *frame) seen(folded string) (string, bool) {
+	if f.many != nil {
+		prev, ok := f.many[folded]
+		return prev, ok
+	}
+	for i, k := range f.folded {
+		if k == folded {
+			return f.sent[i], true
+		}
+	}
+	return "", false
+}
+
+func (f *frame) add(folded, key string) {
+	if f.many != nil {
+		f.many[folded] = key
+		return
+	}
+	f.folded, f.sent = append(f.folded, folded), append(f.sent, key)
+	if len(f.folded) > manyKeys {
+		f.many = make(map[string]string, 2*manyKeys)
+		for i, k := range f.folded {
+			f.many[k] = f.sent[i]
+		}
+	}
 }
 
 // Check reports whether data is acceptable JSON input: valid UTF-8 (in
@@ -75,7 +110,7 @@ func Check(data []byte) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var stack []*frame
+	var stack []frame // frames are reused, with their key slices
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -88,7 +123,7 @@ func Check(data []byte) error {
 		}
 		var top *frame
 		if len(stack) > 0 {
-			top = stack[len(stack)-1]
+			top = &stack[len(stack)-1]
 		}
 		if top != nil && top.object && top.expect {
 			if d, ok := tok.(json.Delim); ok && d == '}' {
@@ -98,14 +133,14 @@ func Check(data []byte) error {
 			}
 			key, _ := tok.(string)
 			folded := fold(key)
-			if prev, ok := top.keys[folded]; ok {
+			if prev, ok := top.seen(folded); ok {
 				reason := fmt.Sprintf("key %q is repeated", key)
 				if prev != key {
 					reason = fmt.Sprintf("key %q repeats key %q in another case (keys are matched without regard to case)", key, prev)
 				}
 				return &Error{Offset: dec.InputOffset(), Path: path(stack[:len(stack)-1]), Reason: reason + "; send each key once"}
 			}
-			top.keys[folded] = key
+			top.add(folded, key)
 			top.key = key
 			top.expect = false
 			continue
@@ -116,11 +151,14 @@ func Check(data []byte) error {
 				return &Error{Offset: dec.InputOffset(), Path: path(stack),
 					Reason: fmt.Sprintf("the body nests arrays and objects more than %d levels deep; flatten it", MaxDepth)}
 			}
-			f := &frame{object: d == '{', expect: d == '{'}
-			if f.object {
-				f.keys = make(map[string]string)
+			if len(stack) < cap(stack) {
+				stack = stack[:len(stack)+1]
+			} else {
+				stack = append(stack, frame{})
 			}
-			stack = append(stack, f)
+			f := &stack[len(stack)-1]
+			f.object, f.expect, f.key, f.index = d == '{', d == '{', "", 0
+			f.folded, f.sent, f.many = f.folded[:0], f.sent[:0], nil
 		case ']', '}':
 			stack = stack[:len(stack)-1]
 			advance(stack)
@@ -131,11 +169,11 @@ func Check(data []byte) error {
 }
 
 // advance records that the innermost open container got a value.
-func advance(stack []*frame) {
+func advance(stack []frame) {
 	if len(stack) == 0 {
 		return
 	}
-	top := stack[len(stack)-1]
+	top := &stack[len(stack)-1]
 	if top.object {
 		top.expect = true
 	} else {
@@ -145,11 +183,11 @@ func advance(stack []*frame) {
 
 // path renders, in JSONPath-like notation, the location of the value
 // that the open containers of stack are at.
-func path(stack []*frame) string {
+func path(stack []frame) string {
 	var b strings.Builder
 	b.WriteString("$")
-	for _, f := range stack {
-		member(&b, f)
+	for i := range stack {
+		member(&b, &stack[i])
 	}
 	return b.String()
 }
@@ -181,15 +219,22 @@ func isIdent(s string) bool {
 	return true
 }
 
-// fold maps a key to the form encoding/json compares keys in, so that
-// keys it would take for the same field fold to the same string.
+// fold maps a key to a form in which keys that encoding/json takes for
+// the same field (it compares them folded rune by rune with
+// ToUpper(ToLower(r))) are equal. Keys of lower-case ASCII, the common
+// case, are their own form.
 func fold(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		b.WriteRune(unicode.ToUpper(unicode.ToLower(r)))
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			var b strings.Builder
+			b.Grow(len(s))
+			for _, r := range s {
+				b.WriteRune(unicode.ToLower(unicode.ToUpper(unicode.ToLower(r))))
+			}
+			return b.String()
+		}
 	}
-	return b.String()
+	return s
 }
 
 // Depth returns how deeply data nests arrays and objects (0 for a scalar),

@@ -113,3 +113,24 @@ func TestExplainFlattened(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheck measures the check on a request body of about 1 MiB of
+// ordinary JSON (objects, arrays, strings, numbers).
+func BenchmarkCheck(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"input":{"items":[`)
+	for i := 0; sb.Len() < 1<<20; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"id":%d,"name":"item %d","tags":["a","b"],"ok":true}`, i, i)
+	}
+	sb.WriteString(`]}}`)
+	body := []byte(sb.String())
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := jsonin.Check(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
