@@ -12,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -385,9 +386,10 @@ func (h *handler) GetExtendedAgentCard(context.Context, *core.GetExtendedAgentCa
 }
 
 // publicMessage is the message of a runs error meant for callers, without
-// the sentinel's words at its end.
+// the sentinel's words at its end, and with JSON type errors in words for
+// the caller rather than in Go's.
 func publicMessage(err error) string {
-	msg := err.Error()
+	msg := jsonin.Explain(err)
 	for _, sentinel := range []error{runs.ErrInvalid, runs.ErrInvalidState, runs.ErrConflict, runs.ErrNotFound} {
 		msg = strings.TrimSuffix(msg, ": "+sentinel.Error())
 	}

@@ -114,6 +114,16 @@ func TestHostileRPC(t *testing.T) {
 	}
 }
 
+// TestRejectedInputInCallersTerms: input the graph cannot take gives a
+// rejected task whose message says what is wrong without Go type names.
+func TestRejectedInputInCallersTerms(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	resp := rpc(t, e.agentURL("sum"), `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"data":{"a":"one"}}]}}}`)
+	if !strings.Contains(resp.raw, "TASK_STATE_REJECTED") || !strings.Contains(resp.raw, `must be a whole number, not a string`) || strings.Contains(resp.raw, "Go value") {
+		t.Fatalf("rejected task: %s", resp.raw)
+	}
+}
+
 // TestRPCIDs: ids come back exactly as sent, in answers, errors and
 // stream events; notifications get no answer.
 func TestRPCIDs(t *testing.T) {
