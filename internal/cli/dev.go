@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,20 +112,16 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Dispatcher: sched, Logger: log}
-	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log})
+	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
-	handler.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log)))
+	handler.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody)))
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
 		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
 	}
-	srv := &http.Server{
-		Handler:           inspector.New(handler), // the web inspector at /, the API's routes keep precedence
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := api.NewServer(inspector.New(handler), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

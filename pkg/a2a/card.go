@@ -81,11 +81,11 @@ func (s *Server) endpoint(r *http.Request, graph string) string {
 		if r.TLS != nil {
 			scheme = "https"
 		}
-		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "http" || p == "https" {
+		host := r.Host
+		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); s.trustProto && (p == "http" || p == "https") {
 			scheme = p
 		}
-		host := r.Host
-		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" {
+		if h := firstValue(r.Header.Get("X-Forwarded-Host")); s.trustForwarded && h != "" {
 			host = h
 		}
 		base = scheme + "://" + host

@@ -144,7 +144,7 @@ func (s *Server) stream(ctx context.Context, w *watcher, id string, first *runs.
 		if key := statusKey(r); key != last {
 			last = key
 			if r.Status == pregel.RunCompleted {
-				a, err := s.artifact(ctx, r)
+				a, err := s.artifact(ctx, r, nil)
 				if err != nil {
 					yield(nil, err)
 					return

@@ -11,6 +11,8 @@ import (
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -120,11 +122,12 @@ func (h *handler) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*c
 		history = &zero
 	}
 	out := &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size, NextPageToken: page.NextPageToken}
+	budget := api.NewValueBudget() // one for the whole page
 	for _, r := range page.Runs {
 		if req.StatusTimestampAfter != nil && !r.UpdatedAt.After(*req.StatusTimestampAfter) {
 			continue
 		}
-		t, err := h.s.task(ctx, r, taskView{history: history, artifacts: req.IncludeArtifacts})
+		t, err := h.s.task(ctx, r, taskView{history: history, artifacts: req.IncludeArtifacts, budget: budget})
 		if err != nil {
 			return nil, err
 		}
@@ -383,9 +386,10 @@ func (h *handler) GetExtendedAgentCard(context.Context, *core.GetExtendedAgentCa
 }
 
 // publicMessage is the message of a runs error meant for callers, without
-// the sentinel's words at its end.
+// the sentinel's words at its end, and with JSON type errors in words for
+// the caller rather than in Go's.
 func publicMessage(err error) string {
-	msg := err.Error()
+	msg := jsonin.Explain(err)
 	for _, sentinel := range []error{runs.ErrInvalid, runs.ErrInvalidState, runs.ErrConflict, runs.ErrNotFound} {
 		msg = strings.TrimSuffix(msg, ": "+sentinel.Error())
 	}

@@ -2,16 +2,22 @@ package a2a
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	legacy "github.com/a2aproject/a2a-go/a2a"
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+
+	"github.com/superstep/superstep/pkg/jsonin"
 )
 
 // JSON-RPC and A2A error codes.
@@ -134,40 +140,173 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, nil, codeParse, "could not read the request body")
 		return
 	}
-	id, params, name, m, rpcErr := parseEnvelope(body)
-	if rpcErr != nil {
+	if err := jsonin.Check(body); err != nil {
+		code := codeInvalidRequest
+		if !utf8.Valid(body) {
+			code = codeParse // JSON text is UTF-8
+		}
+		writeRPCError(w, nil, code, err.Error())
+		return
+	}
+	id, notification, params, name, m, rpcErr := parseEnvelope(body)
+	switch {
+	case rpcErr != nil && notification && rpcErr.code == codeMethodNotFound:
+		// A well-formed notification gets no answer, not even an error.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case rpcErr != nil:
 		writeRPCError(w, id, rpcErr.code, rpcErr.msg)
 		return
 	}
 	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); v != "" && !supportedVersion(v) {
-		writeRPCError(w, id, codeVersionNotSupported, fmt.Sprintf("A2A-Version %q is not supported; this agent speaks A2A 1.0 and 0.3", v))
-		return
-	}
-	if m.streaming && !s.streaming {
+		rpcErr = &rpcError{codeVersionNotSupported, fmt.Sprintf("A2A-Version %q is not supported; this agent speaks A2A 1.0 and 0.3", v)}
+	} else if m.streaming && !s.streaming {
 		alt := "SendMessage or GetTask"
 		if m.legacy {
 			alt = "message/send or tasks/get"
 		}
-		writeRPCError(w, id, codeUnsupported, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use %s", name, alt))
-		return
+		rpcErr = &rpcError{codeUnsupported, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use %s", name, alt)}
+	} else {
+		rpcErr = checkParams(name, m, params)
 	}
-	if rpcErr := checkParams(name, m, params); rpcErr != nil {
+	if rpcErr != nil {
+		if notification {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		writeRPCError(w, id, rpcErr.code, rpcErr.msg)
 		return
 	}
-	if len(params) == 0 || string(params) == "null" {
-		// The SDK's transport cannot decode absent params.
-		body = withEmptyParams(body)
+	if notification && (name == "SendMessage" || name == "message/send") {
+		// Nobody waits for the answer: do not hold the connection.
+		params = nonBlocking(params, m.legacy)
 	}
-	r2 := r.Clone(r.Context())
-	r2.Body = io.NopCloser(bytes.NewReader(body))
-	r2.ContentLength = int64(len(body))
-	if m.legacy {
-		a.v03.ServeHTTP(w, r2)
+	// The SDK decodes the id into an interface (a number becomes a
+	// float64: 2^64 would come back altered), so it gets a placeholder
+	// string, replaced by the id as sent in what it writes.
+	placeholder := newPlaceholder()
+	fwd, err := json.Marshal(envelope{JSONRPC: "2.0", ID: placeholder, Method: name, Params: orEmpty(params)})
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "a2a: re-encode request", "error", err)
+		writeRPCError(w, id, codeInternal, "internal error")
 		return
 	}
-	a.v1.ServeHTTP(w, r2)
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(fwd))
+	r2.ContentLength = int64(len(fwd))
+	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id)}
+	if notification {
+		// Executed, but nothing is sent back (JSON-RPC 2.0: the server
+		// must not reply to a notification). Streaming methods cannot
+		// stream to nobody and do nothing.
+		out = &discardWriter{header: http.Header{}}
+	}
+	if m.legacy {
+		a.v03.ServeHTTP(out, r2)
+	} else {
+		a.v1.ServeHTTP(out, r2)
+	}
+	if notification {
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
+
+// nonBlocking returns the params of a send with the configuration that
+// makes it answer at once: returnImmediately (1.0), blocking false (0.3).
+func nonBlocking(params json.RawMessage, legacy bool) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || p == nil {
+		return params
+	}
+	var cfg map[string]json.RawMessage
+	_ = json.Unmarshal(p["configuration"], &cfg)
+	if cfg == nil {
+		cfg = make(map[string]json.RawMessage)
+	}
+	if legacy {
+		cfg["blocking"] = json.RawMessage("false")
+	} else {
+		cfg["returnImmediately"] = json.RawMessage("true")
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return params
+	}
+	p["configuration"] = raw
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
+}
+
+// envelope is a JSON-RPC request as handed to the SDK's transport.
+type envelope struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      string          `json:"id"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+func orEmpty(params json.RawMessage) json.RawMessage {
+	if len(params) == 0 || string(params) == "null" {
+		// The SDK's transport cannot decode absent params.
+		return json.RawMessage("{}")
+	}
+	return params
+}
+
+func orNull(id json.RawMessage) []byte {
+	if len(id) == 0 {
+		return []byte("null")
+	}
+	return id
+}
+
+// newPlaceholder returns a string no request or response holds by
+// chance.
+func newPlaceholder() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "superstep-rpc-id-" + hex.EncodeToString(b[:])
+}
+
+// idWriter puts the request's id, as sent, where the SDK wrote the
+// placeholder: in each response, and in each event of a stream (the SDK
+// writes an event's data in one Write).
+type idWriter struct {
+	http.ResponseWriter
+	placeholder []byte
+	id          []byte
+}
+
+func (w *idWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, w.placeholder) {
+		if _, err := w.ResponseWriter.Write(bytes.ReplaceAll(p, w.placeholder, w.id)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush lets the SDK stream Server-Sent Events.
+func (w *idWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *idWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// discardWriter takes the response to a notification and drops it. It is
+// no http.Flusher, so streaming methods do not start.
+type discardWriter struct{ header http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.header }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}
 
 type rpcError struct {
 	code int
@@ -175,43 +314,45 @@ type rpcError struct {
 }
 
 // parseEnvelope checks the JSON-RPC envelope and finds its method. id is
-// the request id when it could be read (nil otherwise).
-func parseEnvelope(body []byte) (id, params json.RawMessage, name string, m method, err *rpcError) {
+// the request id as sent when it could be read (nil otherwise);
+// notification is set when the request has no id member at all.
+func parseEnvelope(body []byte) (id json.RawMessage, notification bool, params json.RawMessage, name string, m method, err *rpcError) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
-		return nil, nil, "", m, &rpcError{codeParse, "the request body is empty; send a JSON-RPC 2.0 request object"}
+		return nil, false, nil, "", m, &rpcError{codeParse, "the request body is empty; send a JSON-RPC 2.0 request object"}
 	}
 	if !json.Valid(trimmed) {
-		return nil, nil, "", m, &rpcError{codeParse, "the request body is not valid JSON"}
+		return nil, false, nil, "", m, &rpcError{codeParse, "the request body is not valid JSON"}
 	}
 	if trimmed[0] == '[' {
-		return nil, nil, "", m, &rpcError{codeInvalidRequest, "batch requests are not supported; send one JSON-RPC request object"}
+		return nil, false, nil, "", m, &rpcError{codeInvalidRequest, "batch requests are not supported; send one JSON-RPC request object"}
 	}
 	var env map[string]json.RawMessage
 	if json.Unmarshal(trimmed, &env) != nil || env == nil {
-		return nil, nil, "", m, &rpcError{codeInvalidRequest, "the request must be a JSON-RPC 2.0 request object"}
+		return nil, false, nil, "", m, &rpcError{codeInvalidRequest, "the request must be a JSON-RPC 2.0 request object"}
 	}
-	if raw, ok := env["id"]; ok {
+	raw, hasID := env["id"]
+	if hasID {
 		switch t := bytes.TrimSpace(raw); {
 		case string(t) == "null":
 		case len(t) > 0 && (t[0] == '"' || t[0] == '-' || (t[0] >= '0' && t[0] <= '9')):
 			id = t
 		default:
-			return nil, nil, "", m, &rpcError{codeInvalidRequest, "id must be a string, a number or null"}
+			return nil, false, nil, "", m, &rpcError{codeInvalidRequest, "id must be a string, a number or null"}
 		}
 	}
 	var version string
 	if json.Unmarshal(env["jsonrpc"], &version) != nil || version != "2.0" {
-		return id, nil, "", m, &rpcError{codeInvalidRequest, `"jsonrpc" must be "2.0"`}
+		return id, false, nil, "", m, &rpcError{codeInvalidRequest, `"jsonrpc" must be "2.0"`}
 	}
 	if json.Unmarshal(env["method"], &name) != nil || name == "" {
-		return id, nil, "", m, &rpcError{codeInvalidRequest, `"method" must be a non-empty string`}
+		return id, false, nil, "", m, &rpcError{codeInvalidRequest, `"method" must be a non-empty string`}
 	}
 	m, ok := lookupMethod(name)
 	if !ok {
-		return id, nil, name, m, &rpcError{codeMethodNotFound, fmt.Sprintf("method %q is not an A2A method; use SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask (A2A 1.0), or message/send, message/stream, tasks/get, tasks/cancel or tasks/resubscribe (A2A 0.3)", name)}
+		return id, !hasID, nil, name, m, &rpcError{codeMethodNotFound, fmt.Sprintf("method %q is not an A2A method; use SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask (A2A 1.0), or message/send, message/stream, tasks/get, tasks/cancel or tasks/resubscribe (A2A 0.3)", name)}
 	}
-	return id, bytes.TrimSpace(env["params"]), name, m, nil
+	return id, !hasID, bytes.TrimSpace(env["params"]), name, m, nil
 }
 
 // checkParams checks the params of a call to m.
@@ -227,24 +368,10 @@ func checkParams(name string, m method, params json.RawMessage) *rpcError {
 	}
 	if m.check != nil {
 		if err := m.check(params); err != nil {
-			return &rpcError{codeInvalidParams, "invalid params: " + strings.TrimPrefix(err.Error(), "json: ")}
+			return &rpcError{codeInvalidParams, "invalid params: " + strings.TrimPrefix(jsonin.Explain(err), "json: ")}
 		}
 	}
 	return nil
-}
-
-// withEmptyParams returns a request with params {}.
-func withEmptyParams(body []byte) []byte {
-	var env map[string]json.RawMessage
-	if json.Unmarshal(body, &env) != nil {
-		return body
-	}
-	env["params"] = json.RawMessage("{}")
-	out, err := json.Marshal(env)
-	if err != nil {
-		return body
-	}
-	return out
 }
 
 // writeRPCError writes a JSON-RPC error response (HTTP 200, as JSON-RPC

@@ -79,7 +79,9 @@ func WithStreaming(on bool) Option { return func(s *Server) { s.streaming = on }
 // WithBaseURL sets the public URL the server is reached at (scheme, host
 // and any path before the prefix, e.g. "https://x.execute-api.../prod").
 // Agent cards advertise {base}{prefix}/{graph}. Without it the URL is
-// derived from each request's Host and X-Forwarded-Proto/-Host headers.
+// derived from each request: its Host and whether it came over TLS, and,
+// under WithTrustForwardedHeaders, its X-Forwarded-Proto and
+// X-Forwarded-Host headers.
 func WithBaseURL(u string) Option {
 	return func(s *Server) { s.baseURL = strings.TrimRight(u, "/") }
 }
@@ -92,6 +94,22 @@ func WithPathPrefix(p string) Option {
 
 // WithMaxBodyBytes bounds JSON-RPC requests (default DefaultMaxBodyBytes).
 func WithMaxBodyBytes(n int64) Option { return func(s *Server) { s.maxBody = n } }
+
+// WithTrustForwardedHeaders makes the agent cards' URL (without
+// WithBaseURL) follow the X-Forwarded-Proto and X-Forwarded-Host headers
+// of requests. Turn it on only behind a proxy that sets them (API
+// Gateway, a load balancer): any client can send them, and a card that
+// follows them advertises the client's choice of host. Off by default.
+func WithTrustForwardedHeaders(on bool) Option {
+	return func(s *Server) { s.trustForwarded, s.trustProto = on, on }
+}
+
+// WithTrustForwardedProto makes the agent cards' scheme (without
+// WithBaseURL) follow the X-Forwarded-Proto header only, not
+// X-Forwarded-Host: right behind API Gateway, which terminates TLS and
+// sets the protocol header, while the Host it passes on is its own domain
+// and an X-Forwarded-Host would come from the client.
+func WithTrustForwardedProto(on bool) Option { return func(s *Server) { s.trustProto = on } }
 
 // WithBlockingTimeout bounds the wait of a blocking message/send
 // (default DefaultBlockingTimeout).
@@ -134,20 +152,23 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // Server serves the graphs of a runs.Service as A2A agents. Create it with
 // [New]; it is safe for concurrent use.
 type Server struct {
-	svc          *runs.Service
-	events       EventSource
-	streaming    bool
-	baseURL      string
-	prefix       string
-	maxBody      int64
-	blockFor     time.Duration
-	cancelWait   time.Duration
-	poll         time.Duration
-	textChannels map[string]string
-	bearer       bool
-	version      string
-	provider     *core.AgentProvider
-	log          *slog.Logger
+	svc       *runs.Service
+	events    EventSource
+	streaming bool
+	baseURL   string
+	// trustForwarded, trustProto: cards follow X-Forwarded-Host, and
+	// X-Forwarded-Proto.
+	trustForwarded, trustProto bool
+	prefix                     string
+	maxBody                    int64
+	blockFor                   time.Duration
+	cancelWait                 time.Duration
+	poll                       time.Duration
+	textChannels               map[string]string
+	bearer                     bool
+	version                    string
+	provider                   *core.AgentProvider
+	log                        *slog.Logger
 
 	agents map[string]*agent
 	mux    *http.ServeMux

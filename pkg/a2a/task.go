@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -84,6 +87,10 @@ func interruptStatus(r runs.Run) (core.TaskState, *core.Message) {
 	pending := make([]any, 0, len(r.Interrupts))
 	for _, in := range r.Interrupts {
 		pending = append(pending, map[string]any{"id": in.ID, "node": in.Node})
+		if len(in.Value) > api.MaxInlineValueBytes || jsonin.Depth(in.Value, jsonin.MaxDepth) > jsonin.MaxDepth {
+			parts = append(parts, core.NewTextPart(fmt.Sprintf("the question of node %q is too large to show here; GET %s gives it", in.Node, api.InterruptHref(r.ID, in.ID))))
+			continue
+		}
 		v, err := decodeJSON(in.Value)
 		if err != nil || v == nil {
 			continue
@@ -148,12 +155,18 @@ func settled(r runs.Run) bool {
 type taskView struct {
 	history   *int // nil: all
 	artifacts bool
+	// budget bounds the values embedded (nil: a budget of its own); a
+	// listing shares one among its tasks.
+	budget *api.ValueBudget
 }
 
 // task builds the A2A task of a run. The history holds the run's input
 // as the user's first message; a completed task's artifact holds the
 // final state.
 func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, error) {
+	if v.budget == nil {
+		v.budget = api.NewValueBudget()
+	}
 	state, msg := status(r)
 	ts := r.UpdatedAt
 	t := &core.Task{
@@ -163,20 +176,27 @@ func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, 
 		Metadata:  map[string]any{MetadataKey: s.runMetadata(r)},
 	}
 	if v.history == nil || *v.history > 0 {
-		in, err := decodeJSON(r.Input)
+		// Input values too large or too deep to embed are left out
+		// with a marker (see api.ValueBudget).
+		raw, omitted := v.budget.FitInput(r.ID, r.Input)
+		in, err := decodeJSON(raw)
 		if err != nil || in == nil {
 			in = map[string]any{}
 		}
-		t.History = []*core.Message{{
+		first := &core.Message{
 			ID:        r.ID + "-input",
 			Role:      core.MessageRoleUser,
 			TaskID:    core.TaskID(r.ID),
 			ContextID: contextOf(r),
-			Parts:     core.ContentParts{core.NewDataPart(in)},
-		}}
+			Parts:     core.ContentParts{core.NewDataPart(s.hrefs(in, omitted))},
+		}
+		if len(omitted) > 0 {
+			first.Metadata = map[string]any{MetadataKey: map[string]any{"omitted_input": omitted}}
+		}
+		t.History = []*core.Message{first}
 	}
 	if v.artifacts && r.Status == pregel.RunCompleted {
-		a, err := s.artifact(ctx, r)
+		a, err := s.artifact(ctx, r, v.budget)
 		if err != nil {
 			return nil, err
 		}
@@ -193,26 +213,57 @@ func (s *Server) runMetadata(r runs.Run) map[string]any {
 	return m
 }
 
-// artifact is a completed run's final state, as one data part.
-func (s *Server) artifact(ctx context.Context, r runs.Run) (*core.Artifact, error) {
+// artifact is a completed run's final state, as one data part. Values
+// too large or too deep to embed are left out with a marker (see
+// api.ValueBudget) and named in the artifact's metadata.
+func (s *Server) artifact(ctx context.Context, r runs.Run, budget *api.ValueBudget) (*core.Artifact, error) {
 	cp, err := s.svc.Checkpoint(ctx, r.ID, pregel.Latest)
 	if err != nil {
 		return nil, s.internal(ctx, "load final state", r.ID, err)
 	}
-	values := make(map[string]any, len(cp.Values))
-	for ch, raw := range cp.Values {
+	if budget == nil {
+		budget = api.NewValueBudget()
+	}
+	fitted, omitted := budget.Fit(cp.Values, func(ch string) string {
+		return s.baseURL + api.ValueHref(r.ID, strconv.Itoa(cp.Step), ch)
+	})
+	values := make(map[string]any, len(fitted))
+	for ch, raw := range fitted {
 		v, err := decodeJSON(raw)
 		if err != nil {
 			return nil, s.internal(ctx, "decode final state", r.ID, err)
 		}
 		values[ch] = v
 	}
-	return &core.Artifact{
+	a := &core.Artifact{
 		ID:          ArtifactID,
 		Name:        ArtifactID,
 		Description: fmt.Sprintf("the final state of run %s: its channel values", r.ID),
 		Parts:       core.ContentParts{core.NewDataPart(values)},
-	}, nil
+	}
+	if len(omitted) > 0 {
+		a.Metadata = map[string]any{MetadataKey: map[string]any{"omitted_values": omitted}}
+	}
+	return a, nil
+}
+
+// hrefs makes the markers of omitted input values point at this
+// server's base URL, when one is set.
+func (s *Server) hrefs(in any, omitted []string) any {
+	m, ok := in.(map[string]any)
+	if !ok || s.baseURL == "" {
+		return in
+	}
+	for _, ch := range omitted {
+		if marker, ok := m[ch].(map[string]any); ok {
+			if o, ok := marker["omitted"].(map[string]any); ok {
+				if h, ok := o["href"].(string); ok {
+					o["href"] = s.baseURL + h
+				}
+			}
+		}
+	}
+	return m
 }
 
 // internal logs an internal error and returns the generic error callers

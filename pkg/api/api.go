@@ -19,10 +19,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -44,18 +46,30 @@ type Config struct {
 	// Logger receives server errors and a debug line per request
 	// (default slog.Default()).
 	Logger *slog.Logger
+	// HostCheck protects a server without a Token from DNS rebinding (a
+	// web page whose DNS name an attacker points at 127.0.0.1): requests
+	// are answered only when their Host header is a loopback name
+	// (localhost, *.localhost), an IP address, or one of AllowedHosts;
+	// others get 403. It is ignored when Token is set. `superstep dev`
+	// turns it on; leave it off behind a gateway whose host names vary.
+	HostCheck bool
+	// AllowedHosts are more host names (without port, compared without
+	// regard to case) accepted by HostCheck.
+	AllowedHosts []string
 }
 
 // Handler serves the HTTP API. Create it with [New]; it is safe for
 // concurrent use once serving starts.
 type Handler struct {
-	svc       *runs.Service
-	log       *slog.Logger
-	maxBody   int64
-	auth      bool
-	tokenHash [sha256.Size]byte
-	mux       *http.ServeMux
-	handler   http.Handler
+	svc          *runs.Service
+	log          *slog.Logger
+	maxBody      int64
+	auth         bool
+	tokenHash    [sha256.Size]byte
+	hostCheck    bool
+	allowedHosts []string
+	mux          *http.ServeMux
+	handler      http.Handler
 }
 
 // New returns the API handler for cfg. It panics if cfg.Service is nil.
@@ -69,6 +83,9 @@ func New(cfg Config) *Handler {
 		maxBody: cfg.MaxBodyBytes,
 		auth:    cfg.Token != "",
 		mux:     http.NewServeMux(),
+		// A token already keeps other web pages out.
+		hostCheck:    cfg.HostCheck && cfg.Token == "",
+		allowedHosts: cfg.AllowedHosts,
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -80,7 +97,11 @@ func New(cfg Config) *Handler {
 		h.tokenHash = sha256.Sum256([]byte(cfg.Token))
 	}
 	h.routes()
-	h.handler = h.recoverer(h.crossOrigin(h.authenticate(http.HandlerFunc(h.serveMux))))
+	var inner http.Handler = h.crossOrigin(h.authenticate(http.HandlerFunc(h.serveMux)))
+	if h.hostCheck {
+		inner = h.checkHost(inner)
+	}
+	h.handler = h.recoverer(inner)
 	return h
 }
 
@@ -120,6 +141,10 @@ func (h *Handler) routes() {
 		{"GET", "/v1/runs/{run_id}/events", h.listEvents},
 		{"GET", "/v1/runs/{run_id}/checkpoints", h.listCheckpoints},
 		{"GET", "/v1/runs/{run_id}/checkpoints/{step}", h.getCheckpoint},
+		{"GET", "/v1/runs/{run_id}/checkpoints/{step}/values/{channel}", h.getValue},
+		{"GET", "/v1/runs/{run_id}/input", h.getInput},
+		{"GET", "/v1/runs/{run_id}/input/{channel}", h.getInput},
+		{"GET", "/v1/runs/{run_id}/interrupts/{interrupt_id}", h.getInterrupt},
 		{"POST", "/v1/runs/{run_id}/drain", h.drainRun},
 		{"POST", "/v1/runs/{run_id}/cancel", h.cancelRun},
 		{"POST", "/v1/runs/{run_id}/resume", h.resumeRun},
@@ -299,7 +324,14 @@ func (h *Handler) authenticate(next http.Handler) http.Handler {
 // allowedQuery rejects query parameters other than names, and repeated
 // ones, so that a typo does not silently widen a listing.
 func allowedQuery(r *http.Request, names ...string) error {
-	for k, vs := range r.URL.Query() {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return invalidf("the query string is malformed: %v; percent-encode names and values (%%25 for a %%)", err)
+	}
+	if !utf8.ValidString(r.URL.RawQuery) || !validUTF8Values(q) {
+		return invalidf("the query string is not valid UTF-8; send UTF-8, percent-encoded")
+	}
+	for k, vs := range q {
 		if !slices.Contains(names, k) {
 			if len(names) == 0 {
 				return invalidf("unknown query parameter %q; %s takes none", k, r.URL.Path)
@@ -311,4 +343,20 @@ func allowedQuery(r *http.Request, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// validUTF8Values reports whether every decoded name and value of q is
+// valid UTF-8.
+func validUTF8Values(q url.Values) bool {
+	for k, vs := range q {
+		if !utf8.ValidString(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
 }

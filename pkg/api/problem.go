@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
@@ -40,6 +41,7 @@ const (
 	typeForbidden        = "urn:superstep:problem:forbidden"
 	typeMethodNotAllowed = "urn:superstep:problem:method-not-allowed"
 	typeTooLarge         = "urn:superstep:problem:body-too-large"
+	typeValueTooLarge    = "urn:superstep:problem:value-too-large"
 	typeInternal         = "urn:superstep:problem:internal"
 
 	titleInvalidRequest = "Invalid request"
@@ -103,9 +105,10 @@ func (h *Handler) classify(r *http.Request, err error) *problem {
 }
 
 // detail is err's message without the trailing ": <sentinel>" that the
-// runs package appends.
+// runs package appends, and with JSON type errors in words for the caller
+// rather than in Go's.
 func detail(err, sentinel error) string {
-	msg := strings.TrimSuffix(err.Error(), ": "+sentinel.Error())
+	msg := strings.TrimSuffix(jsonin.Explain(err), ": "+sentinel.Error())
 	if msg == "" || msg == sentinel.Error() {
 		return sentinel.Error()
 	}
@@ -157,7 +160,11 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any, allowEmp
 			return &problem{Status: http.StatusRequestEntityTooLarge, Type: typeTooLarge, Title: "Request body too large",
 				Detail: fmt.Sprintf("the request body exceeds %d bytes; send less (large inputs belong in external storage, referenced from the input)", mbe.Limit)}
 		}
-		return invalidf("could not read the request body: %v", err)
+		h.log.DebugContext(r.Context(), "api: read request body", "path", r.URL.Path, "error", err)
+		return invalidf("the request body could not be read whole: the client stopped sending it or sent it too slowly; send it again")
+	}
+	if err := jsonin.Check(data); err != nil {
+		return invalidf("%s", err)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		if allowEmpty {
@@ -187,7 +194,7 @@ func describeJSONError(err error, data []byte, v any) string {
 		if te.Field == "" {
 			return fmt.Sprintf("the request body must be a JSON object, not %s", article(te.Value))
 		}
-		return fmt.Sprintf("field %q must be %s, not %s", te.Field, article(jsonKind(te.Type)), article(te.Value))
+		return jsonin.DescribeTypeError(te)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return "the request body ends before its JSON object is complete"
@@ -208,28 +215,6 @@ func position(data []byte, offset int64) (line, col int) {
 	line = bytes.Count(before, []byte("\n")) + 1
 	col = int(offset) - (bytes.LastIndexByte(before, '\n') + 1)
 	return line, max(col, 1)
-}
-
-// jsonKind names the JSON kind a Go type decodes from.
-func jsonKind(t reflect.Type) string {
-	if t == nil {
-		return "value"
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "bool"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.Map, reflect.Struct:
-		return "object"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	}
-	return t.String()
 }
 
 func article(kind string) string {

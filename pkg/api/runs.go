@@ -34,7 +34,7 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 	if created {
 		status = http.StatusAccepted
 	}
-	return h.writeJSON(w, r, status, runView(run))
+	return h.writeJSON(w, r, status, runView(run, NewValueBudget()))
 }
 
 // listRuns serves GET /v1/runs.
@@ -61,8 +61,9 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := RunList{Runs: make([]Run, 0, len(page.Runs)), NextPageToken: page.NextPageToken}
+	budget := NewValueBudget() // one for the whole page
 	for _, run := range page.Runs {
-		out.Runs = append(out.Runs, runView(run))
+		out.Runs = append(out.Runs, runView(run, budget))
 	}
 	return h.writeJSON(w, r, http.StatusOK, out)
 }
@@ -82,7 +83,8 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return runErr(id, err)
 	}
-	out := RunDetail{Run: runView(run), Steps: steps, Values: map[string]json.RawMessage{}}
+	budget := NewValueBudget()
+	out := RunDetail{Run: runView(run, budget), Steps: steps, Values: map[string]json.RawMessage{}}
 	if out.Steps == nil {
 		out.Steps = []pregel.StepInfo{}
 	}
@@ -90,7 +92,7 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case err == nil:
 		if cp.Values != nil {
-			out.Values = cp.Values
+			out.Values, out.OmittedValues = budget.Fit(cp.Values, func(ch string) string { return ValueHref(id, strconv.Itoa(cp.Step), ch) })
 		}
 	case errors.Is(err, runs.ErrNotFound):
 		// Created a moment ago: step 0 is not stored yet.
@@ -135,14 +137,10 @@ func (h *Handler) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	if err := allowedQuery(r); err != nil {
 		return err
 	}
-	id, s := r.PathValue("run_id"), r.PathValue("step")
-	step := pregel.Latest
-	if s != "latest" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return invalidf("step %q must be a step number (0, 1, ...) or \"latest\"", s)
-		}
-		step = n
+	id := r.PathValue("run_id")
+	step, err := parseStep(r.PathValue("step"))
+	if err != nil {
+		return err
 	}
 	if _, err := h.svc.Get(r.Context(), id); err != nil {
 		return runErr(id, err)
@@ -151,7 +149,9 @@ func (h *Handler) getCheckpoint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return h.writeJSON(w, r, http.StatusOK, cp)
+	out := Checkpoint{Checkpoint: *cp}
+	out.Values, out.OmittedValues = NewValueBudget().Fit(cp.Values, func(ch string) string { return ValueHref(id, strconv.Itoa(cp.Step), ch) })
+	return h.writeJSON(w, r, http.StatusOK, out)
 }
 
 // drainRun serves POST /v1/runs/{run_id}/drain.
@@ -165,7 +165,7 @@ func (h *Handler) drainRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return runErr(id, err)
 	}
-	return h.writeJSON(w, r, http.StatusAccepted, runView(run))
+	return h.writeJSON(w, r, http.StatusAccepted, runView(run, NewValueBudget()))
 }
 
 // cancelRun serves POST /v1/runs/{run_id}/cancel: 200 when the run is
@@ -184,7 +184,7 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request) error {
 	if run.Status == pregel.RunCancelled {
 		status = http.StatusOK
 	}
-	return h.writeJSON(w, r, status, runView(run))
+	return h.writeJSON(w, r, status, runView(run, NewValueBudget()))
 }
 
 // resumeRun serves POST /v1/runs/{run_id}/resume.
@@ -201,5 +201,5 @@ func (h *Handler) resumeRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return runErr(id, err)
 	}
-	return h.writeJSON(w, r, http.StatusAccepted, runView(run))
+	return h.writeJSON(w, r, http.StatusAccepted, runView(run, NewValueBudget()))
 }

@@ -81,25 +81,39 @@ type Run struct {
 	// Error says why a failed run failed; FailedNode names the node.
 	Error      string `json:"error,omitempty"`
 	FailedNode string `json:"failed_node,omitempty"`
+	// OmittedInput names the channels whose input value was left out of
+	// Input (replaced by an Omitted marker: too large or too deep to
+	// embed); GET /v1/runs/{run_id}/input/{channel} gives each.
+	OmittedInput []string `json:"omitted_input,omitempty"`
+	// OmittedInterrupts lists the interrupts whose payload was left out
+	// of Interrupts the same way; GET
+	// /v1/runs/{run_id}/interrupts/{interrupt_id} gives each.
+	OmittedInterrupts []string `json:"omitted_interrupts,omitempty"`
 }
 
-func runView(r runs.Run) Run {
+// runView is the Run of a record, its input fitted to the response's
+// value budget.
+func runView(r runs.Run, b *ValueBudget) Run {
+	input, omitted := b.FitInput(r.ID, r.Input)
+	interrupts, omittedInterrupts := b.FitInterrupts(r.ID, r.Interrupts)
 	return Run{
-		RunID:           r.ID,
-		Graph:           r.Graph,
-		Status:          r.Status,
-		Input:           r.Input,
-		ContextID:       r.ContextID,
-		CreatedAt:       r.CreatedAt,
-		UpdatedAt:       r.UpdatedAt,
-		Step:            r.Step,
-		Counters:        r.Counters,
-		DrainRequested:  r.DrainRequested,
-		DrainReason:     r.DrainReason,
-		CancelRequested: r.CancelRequested,
-		Interrupts:      r.Interrupts,
-		Error:           r.Error,
-		FailedNode:      r.FailedNode,
+		OmittedInterrupts: omittedInterrupts,
+		RunID:             r.ID,
+		Graph:             r.Graph,
+		Status:            r.Status,
+		Input:             input,
+		OmittedInput:      omitted,
+		ContextID:         r.ContextID,
+		CreatedAt:         r.CreatedAt,
+		UpdatedAt:         r.UpdatedAt,
+		Step:              r.Step,
+		Counters:          r.Counters,
+		DrainRequested:    r.DrainRequested,
+		DrainReason:       r.DrainReason,
+		CancelRequested:   r.CancelRequested,
+		Interrupts:        interrupts,
+		Error:             r.Error,
+		FailedNode:        r.FailedNode,
 	}
 }
 
@@ -116,7 +130,18 @@ type RunDetail struct {
 	Run
 	Steps []pregel.StepInfo `json:"steps"`
 	// Values is the state after the last committed step, by channel.
-	Values map[string]json.RawMessage `json:"values"`
+	// Values too large or too deep to embed are replaced by an Omitted
+	// marker and named in OmittedValues.
+	Values        map[string]json.RawMessage `json:"values"`
+	OmittedValues []string                   `json:"omitted_values,omitempty"`
+}
+
+// Checkpoint is the body of GET /v1/runs/{run_id}/checkpoints/{step}: the
+// engine's checkpoint, its values too large or too deep to embed replaced
+// by an Omitted marker and named in OmittedValues.
+type Checkpoint struct {
+	pregel.Checkpoint
+	OmittedValues []string `json:"omitted_values,omitempty"`
 }
 
 // CheckpointList is the body of GET /v1/runs/{run_id}/checkpoints.
