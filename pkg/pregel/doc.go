@@ -4,7 +4,10 @@
 // A graph is built over a state struct S whose exported fields are channels
 // (named by their json tag; a `reduce` tag picks how writes combine:
 // append, merge, sum, last or a custom reducer). Nodes receive a snapshot
-// of the state and return a partial S: their writes.
+// of the state and return a partial S: their writes. An empty update (a
+// nil slice to append, a nil map to merge, null to sum) leaves a channel
+// that has no value yet without one, so a fan-out whose tasks all find
+// nothing still leaves a decodable state.
 //
 //	g := pregel.NewGraph[State]("triage")
 //	g.AddFunc("classify", classify, pregel.Writes("category"))

@@ -67,6 +67,9 @@ func (g *Graph) Start(ctx context.Context, runID string, input json.RawMessage) 
 		if err != nil {
 			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)
 		}
+		if v == nil {
+			continue
+		}
 		cp.Values[ch], cp.Versions[ch] = v, 0
 	}
 	if err := g.checkInput(cp.Values); err != nil {
@@ -235,6 +238,9 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 			if err != nil {
 				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("channel %q: %v", ch, err)}}, nil
 			}
+			if v == nil { // an empty update of a channel that has no value
+				continue
+			}
 			next.Values[ch], next.Versions[ch] = v, step
 		}
 		for _, to := range g.edges[from] {
@@ -328,9 +334,17 @@ func (f *frontier) add(t Trigger) {
 	f.list = append(f.list, t)
 }
 
+// reduceOne returns the value of channel ch after update. It returns nil,
+// meaning the channel keeps having no value, when a reducer leaves a
+// channel without a value as it was (an empty append, merge or sum update
+// of a channel nobody has written yet).
 func (g *Graph) reduceOne(ch string, cur, update json.RawMessage) (json.RawMessage, error) {
 	if r := g.reducers[ch]; r != nil {
-		return r(cur, update)
+		v, err := r(cur, update)
+		if err != nil || len(bytes.TrimSpace(v)) == 0 {
+			return nil, err
+		}
+		return v, nil
 	}
 	if !json.Valid(update) {
 		return nil, errors.New("value is not valid JSON")
@@ -349,7 +363,9 @@ func (g *Graph) reduce(values, writes map[string]json.RawMessage) (map[string]js
 		if err != nil {
 			return nil, fmt.Errorf("channel %q: %w", ch, err)
 		}
-		out[ch] = v
+		if v != nil {
+			out[ch] = v
+		}
 	}
 	return out, nil
 }

@@ -765,3 +765,51 @@ func TestTypedInputWritesNonZeroFields(t *testing.T) {
 		t.Errorf("step 0 wrote %q, want only item", got)
 	}
 }
+
+// An empty update to a reducer channel that has no value yet (a node that
+// declares its writes and leaves them empty, as the tasks of a fan-out that
+// found nothing do) leaves the channel without a value: the state stays
+// decodable and the next node runs.
+func TestEmptyUpdatesOfEveryReducer(t *testing.T) {
+	cases := []struct {
+		name    string
+		channel string
+		write   St
+	}{
+		{"append nil slice", "log", St{}},
+		{"append empty slice", "log", St{Log: []string{}}},
+		{"merge nil map", "notes", St{}},
+		{"merge empty map", "notes", St{Notes: map[string]any{}}},
+		{"sum zero", "total", St{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := pregel.NewGraph[St]("empty-" + tc.channel)
+			g.AddFunc("split", noop)
+			g.AddFunc("work", func(context.Context, St) (St, error) { return tc.write, nil }, pregel.Writes(tc.channel))
+			g.AddFunc("after", func(_ context.Context, s St) (St, error) { return St{Item: "after ran"}, nil })
+			g.AddEdge(pregel.Start, "split")
+			g.AddFanOut("split", "work", func(context.Context, St) ([]any, error) { return []any{1, 2}, nil })
+			g.AddEdge("work", "after").AddEdge("after", pregel.End)
+			store := pregel.NewMemoryStore()
+			res, err := compile(t, g).Run(context.Background(), nil, pregel.WithStore(store), pregel.WithRunID("r"))
+			if err != nil || res.Status != pregel.RunCompleted {
+				t.Fatalf("Run = %s, %v; want completed", res.Status, err)
+			}
+			if s := state(t, res); s.Item != "after ran" {
+				t.Errorf("state = %+v", s)
+			}
+			for step := 0; step <= res.Step; step++ {
+				cp, err := store.Load(context.Background(), "r", step)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for ch, v := range cp.Values {
+					if !json.Valid(v) {
+						t.Errorf("step %d stores channel %q as %q, which is not JSON", step, ch, v)
+					}
+				}
+			}
+		})
+	}
+}
