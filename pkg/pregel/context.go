@@ -86,6 +86,15 @@ func RequestDrain(ctx context.Context, reason string) {
 	}
 }
 
+// newAttempt starts an attempt: its Interrupt calls are matched to the
+// task's interrupts from the first again, so a retried node receives the
+// answers given to the attempts before it.
+func (tc *taskContext) newAttempt() {
+	tc.mu.Lock()
+	tc.interrupts = 0
+	tc.mu.Unlock()
+}
+
 func (tc *taskContext) drainRequest() string {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
@@ -108,7 +117,8 @@ func (e *InterruptError) Error() string {
 // return; the run stops as interrupted with payload visible. When the run is
 // resumed with a value, the node runs again and this call returns the value
 // decoded into T. A node may call Interrupt several times; each call is its
-// own interrupt, matched by order.
+// own interrupt, matched by order within an attempt: a node retried after
+// an answer receives the same answer again.
 func Interrupt[T any](ctx context.Context, payload any) (T, error) {
 	var zero T
 	tc := taskFrom(ctx)

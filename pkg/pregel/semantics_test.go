@@ -813,3 +813,40 @@ func TestEmptyUpdatesOfEveryReducer(t *testing.T) {
 		})
 	}
 }
+
+// A node with retries that asks a question and then fails an attempt gets
+// the answer again on its next attempt instead of asking anew.
+func TestRetriedNodeKeepsItsAnswer(t *testing.T) {
+	var attempts, asked atomic.Int32
+	g := pregel.NewGraph[St]("retry-ask")
+	g.AddFunc("ask", func(ctx context.Context, _ St) (St, error) {
+		n, err := pregel.Interrupt[int](ctx, "how many?")
+		if err != nil {
+			asked.Add(1)
+			return St{}, err
+		}
+		if attempts.Add(1) == 1 {
+			return St{}, errors.New("flaky")
+		}
+		return St{Count: n}, nil
+	}, pregel.WithRetry(pregel.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
+	g.AddEdge(pregel.Start, "ask").AddEdge("ask", pregel.End)
+	cg := compile(t, g)
+	store := pregel.NewMemoryStore()
+	ctx := context.Background()
+	res, err := cg.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("r"))
+	if err != nil || res.Status != pregel.RunInterrupted {
+		t.Fatalf("Run = %s, %v; want interrupted", res.Status, err)
+	}
+	id := res.Interrupts[0].ID
+	res, err = cg.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResumeByID(map[string]any{id: 3}))
+	if err != nil || res.Status != pregel.RunCompleted {
+		t.Fatalf("Resume = %s %+v, %v; want completed", res.Status, res.Interrupts, err)
+	}
+	if s := state(t, res); s.Count != 3 {
+		t.Errorf("count = %d, want 3", s.Count)
+	}
+	if attempts.Load() != 2 || asked.Load() != 1 {
+		t.Errorf("%d attempts with an answer and %d questions; want 2 and 1", attempts.Load(), asked.Load())
+	}
+}
