@@ -145,6 +145,12 @@ func (g *Graph) execute(ctx context.Context, t Task, values map[string]json.RawM
 	res.DrainRequest = tc.drainRequest()
 	if len(resume) > 0 && res.Status == NodeInterrupted {
 		res.Resume = resume
+		for _, in := range res.Interrupts {
+			if _, asked := resume[in.ID]; asked { // its answer was refused
+				res.Resume = maps.Clone(resume)
+				delete(res.Resume, in.ID)
+			}
+		}
 	}
 	return res, tc
 }

@@ -216,15 +216,19 @@ func (g *Graph) answer(ctx context.Context, cfg *runConfig, cp *Checkpoint, pend
 // interrupt, byID answers them one by one. It returns the updated results
 // by task id; the caller records them before executing the tasks again.
 // It fails with ErrInvalidResume when byID names an interrupt that is not
-// pending, or when interrupts wait and no value is given.
+// pending, when interrupts wait and no value is given, or when a value is
+// not of the JSON type its interrupt asks for (see [CheckAnswers]); the
+// run then still waits, as it did.
 func Answer(runID string, pending []TaskResult, all json.RawMessage, byID map[string]json.RawMessage) (map[string]TaskResult, error) {
 	var waiting []string
+	var open []InterruptInfo
 	known := map[string]bool{}
 	for _, p := range pending {
 		for _, in := range p.Interrupts {
 			known[in.ID] = true
 			if _, ok := p.Resume[in.ID]; !ok {
 				waiting = append(waiting, in.ID)
+				open = append(open, in)
 			}
 		}
 	}
@@ -238,6 +242,9 @@ func Answer(runID string, pending []TaskResult, all json.RawMessage, byID map[st
 	}
 	if all == nil && len(byID) == 0 {
 		return nil, fmt.Errorf("%w: run %q waits for a value for interrupt(s) %s; resume it with a value", ErrInvalidResume, runID, strings.Join(waiting, ", "))
+	}
+	if err := CheckAnswers(open, all, byID); err != nil {
+		return nil, err
 	}
 	out := make(map[string]TaskResult)
 	for _, p := range pending {
