@@ -163,7 +163,28 @@ type Outcome struct {
 	Status     RunStatus
 	Checkpoint *Checkpoint
 	Interrupts []InterruptInfo
-	Err        error
+	// Counters are the run's counters after the step: those of
+	// Checkpoint when it is set; when the run fails, those of the last
+	// committed step plus the tasks of the failed step, the task that
+	// failed the run counted as failed; when it is interrupted, those of
+	// the last committed step.
+	Counters Counters
+	Err      error
+}
+
+// failed is the outcome of a step that fails the run: the counters count
+// the step's tasks, the one at index culprit (if any) as failed.
+func failed(cp *Checkpoint, tasks []Task, byID map[string]*TaskResult, culprit int, err error) Outcome {
+	c := cp.Counters
+	for i, t := range tasks {
+		switch r := byID[t.ID]; {
+		case i == culprit:
+			c.add(NodeFailed)
+		case r != nil:
+			c.add(r.Status)
+		}
+	}
+	return Outcome{Status: RunFailed, Counters: c, Err: err}
 }
 
 // Apply combines the results of the tasks planned from cp into the next
@@ -186,7 +207,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		switch r.Status {
 		case NodeFailed:
 			if n := g.nodes[t.Node()]; n == nil || n.onError == "" {
-				return Outcome{Status: RunFailed, Err: &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: r.Error}}, nil
+				return failed(cp, tasks, byID, i, &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: r.Error}), nil
 			}
 		case NodeInterrupted:
 			interrupts = append(interrupts, r.Interrupts...)
@@ -196,7 +217,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		}
 	}
 	if len(interrupts) > 0 {
-		return Outcome{Status: RunInterrupted, Interrupts: interrupts}, nil
+		return Outcome{Status: RunInterrupted, Interrupts: interrupts, Counters: cp.Counters}, nil
 	}
 
 	step := cp.Step + 1
@@ -226,11 +247,11 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		}
 		for _, ch := range sortedKeys(r.Writes) {
 			if !slices.Contains(g.channels, ch) {
-				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("wrote %q, which is not a channel of the state", ch)}}, nil
+				return failed(cp, tasks, byID, i, &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("wrote %q, which is not a channel of the state", ch)}), nil
 			}
 			if g.lastValue[ch] {
 				if other, dup := written[ch]; dup {
-					return Outcome{Status: RunFailed, Err: fmt.Errorf("%w: channel %q was written by nodes %q and %q in step %d; give it a reducer (e.g. `reduce:\"append\"`) or let one node write it", ErrWriteConflict, ch, other, from, step)}, nil
+					return failed(cp, tasks, byID, -1, fmt.Errorf("%w: channel %q was written by nodes %q and %q in step %d; give it a reducer (e.g. `reduce:\"append\"`) or let one node write it", ErrWriteConflict, ch, other, from, step)), nil
 				}
 				written[ch] = from
 			}
@@ -242,7 +263,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 			}
 			v, err := g.reduceOne(ch, next.Values[ch], r.Writes[ch])
 			if err != nil {
-				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("channel %q: %v", ch, err)}}, nil
+				return failed(cp, tasks, byID, i, &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("channel %q: %v", ch, err)}), nil
 			}
 			if v == nil { // an empty update of a channel that has no value
 				continue
@@ -281,7 +302,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 	if next.Done() {
 		status = RunCompleted
 	}
-	return Outcome{Status: status, Checkpoint: next}, nil
+	return Outcome{Status: status, Checkpoint: next, Counters: next.Counters}, nil
 }
 
 func joinKey(i int, to string) string { return strconv.Itoa(i) + ":" + to }

@@ -850,3 +850,79 @@ func TestRetriedNodeKeepsItsAnswer(t *testing.T) {
 		t.Errorf("%d attempts with an answer and %d questions; want 2 and 1", attempts.Load(), asked.Load())
 	}
 }
+
+// A run that fails counts the node that failed it, and the other tasks of
+// its last step, in its Result and in Apply's Outcome.
+func TestFailedRunCountsTheFailedNode(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(g *pregel.Builder[St])
+		want  pregel.Counters
+	}{
+		{"Start -> F -> End", func(g *pregel.Builder[St]) {
+			g.AddFunc("f", func(context.Context, St) (St, error) { return St{}, errors.New("boom") })
+			g.AddEdge(pregel.Start, "f").AddEdge("f", pregel.End)
+		}, pregel.Counters{Failed: 1}},
+		{"a, then f beside a completed and a skipped sibling", func(g *pregel.Builder[St]) {
+			g.AddFunc("a", logs("a")).AddFunc("ok", logs("ok")).AddNode("skip", skipper{name: "skip", when: func(St) bool { return false }})
+			g.AddFunc("f", func(context.Context, St) (St, error) { return St{}, errors.New("boom") })
+			g.AddEdge(pregel.Start, "a").AddEdge("a", "ok").AddEdge("a", "f").AddEdge("a", "skip")
+			g.AddJoin("end", "ok", "f", "skip").AddFunc("end", noop).AddEdge("end", pregel.End)
+		}, pregel.Counters{Completed: 2, Skipped: 1, Failed: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := pregel.NewGraph[St]("fail")
+			tc.build(g)
+			cg := compile(t, g)
+			res, err := cg.Run(context.Background(), nil)
+			if err == nil || res.Status != pregel.RunFailed {
+				t.Fatalf("Run = %s, %v; want failed", res.Status, err)
+			}
+			if res.Counters != tc.want {
+				t.Errorf("counters = %+v, want %+v", res.Counters, tc.want)
+			}
+		})
+	}
+}
+
+// Apply counts a task whose result it refuses as failed, and a write
+// conflict counts the step's tasks as they ended.
+func TestApplyCountsRefusedResults(t *testing.T) {
+	g := pregel.NewGraph[St]("apply")
+	g.AddFunc("a", noop).AddFunc("b", noop)
+	g.AddEdge(pregel.Start, "a").AddEdge(pregel.Start, "b").AddEdge("a", pregel.End).AddEdge("b", pregel.End)
+	cg := compile(t, g)
+	cp, err := cg.Start(context.Background(), "r", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := cg.Plan(cp)
+	result := func(i int, writes string) pregel.TaskResult {
+		r := pregel.TaskResult{TaskID: tasks[i].ID, Node: tasks[i].Node(), Status: pregel.NodeCompleted, Attempts: 1}
+		if writes != "" {
+			if err := json.Unmarshal([]byte(writes), &r.Writes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	tests := []struct {
+		name    string
+		results []pregel.TaskResult
+		want    pregel.Counters
+	}{
+		{"a channel that does not exist", []pregel.TaskResult{result(0, `{"nope":1}`), result(1, "")}, pregel.Counters{Completed: 1, Failed: 1}},
+		{"a merge of a non-object", []pregel.TaskResult{result(0, ""), result(1, `{"notes":[1]}`)}, pregel.Counters{Completed: 1, Failed: 1}},
+		{"a write conflict", []pregel.TaskResult{result(0, `{"count":1}`), result(1, `{"count":2}`)}, pregel.Counters{Completed: 2}},
+	}
+	for _, tc := range tests {
+		out, err := cg.Apply(cp, tasks, tc.results)
+		if err != nil || out.Status != pregel.RunFailed {
+			t.Fatalf("%s: Apply = %s, %v; want failed", tc.name, out.Status, err)
+		}
+		if out.Counters != tc.want {
+			t.Errorf("%s: counters %+v, want %+v", tc.name, out.Counters, tc.want)
+		}
+	}
+}

@@ -342,6 +342,9 @@ func TestSchedulerFailedRun(t *testing.T) {
 	if got.Step != 1 {
 		t.Errorf("failed run: step %d, want 1", got.Step)
 	}
+	if want := (pregel.Counters{Completed: 1, Failed: 1}); got.Counters != want {
+		t.Errorf("failed run: counters %+v, want %+v", got.Counters, want)
+	}
 	checkEventTypes(t, got, `created/pending running/running failed/failed(node "bad" failed after 1 attempt(s): boom)`)
 }
 
