@@ -21,6 +21,13 @@
 // per item, map/reduce), loops (edges back, bounded by MaxSteps), Subgraph
 // (a compiled graph as a node) and OnError (route a failure to a handler).
 //
+// [Builder.Compile] checks the graph: unknown or duplicate nodes, nodes
+// unreachable from Start or unable to reach End, and channels without a
+// reducer that two nodes may write in one superstep. That last check is
+// judged from the writes nodes declare with [Writes]; a node that declares
+// none is not checked at compile time, and a conflicting write of it fails
+// the run when it happens, with an error wrapping [ErrWriteConflict].
+//
 // Nodes implement [Node] and optionally [Validator], [Conditional]
 // (ShouldExecute; false skips the node), [BeforeHook], [AfterHook],
 // [FailureHook] and [Describer]; [Builder.BeforeNode] hooks may skip or

@@ -212,6 +212,9 @@ func TestStepLimit(t *testing.T) {
 	}
 }
 
+// Nodes that declare no writes escape the compile-time check (it is judged
+// from declared Writes, as the README says): the graph compiles and the
+// conflict fails the run when it happens, naming both nodes.
 func TestWriteConflictNamesBothNodes(t *testing.T) {
 	g := pregel.NewGraph[St]("conflict")
 	g.AddFunc("x", func(context.Context, St) (St, error) { return St{Answer: "x"}, nil })
