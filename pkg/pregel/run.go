@@ -73,8 +73,11 @@ type Result struct {
 	Status RunStatus `json:"status"`
 	// Step is the last committed step.
 	Step     int                        `json:"step"`
-	Values   map[string]json.RawMessage `json:"values"`
-	Counters Counters                   `json:"counters"`
+	Values map[string]json.RawMessage `json:"values"`
+	// Counters count the run's node executions over its committed
+	// steps; those of a failed run include the tasks of the step that
+	// failed it, the culprit counted as failed.
+	Counters Counters `json:"counters"`
 	// Interrupts are pending when Status is RunInterrupted.
 	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
 	// DrainReason is set when a drain was requested, even if the run
