@@ -72,7 +72,7 @@ type Result struct {
 	Graph  string    `json:"graph"`
 	Status RunStatus `json:"status"`
 	// Step is the last committed step.
-	Step     int                        `json:"step"`
+	Step   int                        `json:"step"`
 	Values map[string]json.RawMessage `json:"values"`
 	// Counters count the run's node executions over its committed
 	// steps; those of a failed run include the tasks of the step that
