@@ -297,9 +297,8 @@ func (g *Graph) drive(ctx context.Context, cfg *runConfig, cp *Checkpoint, pendi
 	defer cancel()
 	em := &emitter{fn: cfg.observer, run: cp.RunID, graph: g.name}
 	em.emit(Event{Type: EventRunStarted, Step: cp.Step})
-	counters := func() Counters { return cp.Counters }
 	finish := func(status RunStatus, interrupts []InterruptInfo, err error) (*Result, error) {
-		res := &Result{RunID: cp.RunID, Graph: g.name, Status: status, Step: cp.Step, Values: cp.Values, Counters: counters(), Interrupts: interrupts, Err: err}
+		res := &Result{RunID: cp.RunID, Graph: g.name, Status: status, Step: cp.Step, Values: cp.Values, Counters: cp.Counters, Interrupts: interrupts, Err: err}
 		res.DrainReason, _ = cfg.control.DrainRequested()
 		ev := Event{Type: EventRunFinished, Step: cp.Step, RunStatus: status, Interrupts: interrupts, Reason: res.DrainReason}
 		if err != nil {
@@ -340,8 +339,9 @@ func (g *Graph) drive(ctx context.Context, cfg *runConfig, cp *Checkpoint, pendi
 			em.emit(Event{Type: EventInterrupted, Step: cp.Step + 1, Interrupts: out.Interrupts})
 			return finish(RunInterrupted, out.Interrupts, nil)
 		case RunFailed:
-			counters = func() Counters { return out.Counters } // the failed step's tasks count
-			return finish(RunFailed, nil, out.Err)
+			res, err := finish(RunFailed, nil, out.Err)
+			res.Counters = out.Counters // the failed step's tasks count
+			return res, err
 		}
 		if err := cfg.store.Commit(ctx, out.Checkpoint); err != nil {
 			if ctx.Err() != nil {
