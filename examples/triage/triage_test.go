@@ -358,3 +358,34 @@ func TestApprovalUnmarshal(t *testing.T) {
 		}
 	}
 }
+
+// A ticket that matches no knowledge-base article: every search_kb task
+// finds nothing, the draft says so and the run still reaches review and
+// completes once approved.
+func TestTicketWithoutFindings(t *testing.T) {
+	ctx := context.Background()
+	g := compiled(t)
+	store := pregel.NewMemoryStore()
+	input := json.RawMessage(`{"ticket":{"id":"T-1","from":"a@b.c","subject":"Hello","body":"Question"}}`)
+	res, err := g.Run(ctx, input, pregel.WithStore(store), pregel.WithRunID("t"))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Status != pregel.RunInterrupted || len(res.Interrupts) != 1 || res.Interrupts[0].Node != "review" {
+		t.Fatalf("Run: status %s, interrupts %+v; want interrupted at review", res.Status, res.Interrupts)
+	}
+	s := decode(t, res)
+	if len(s.Findings) != 0 || s.Draft == "" {
+		t.Errorf("findings %+v, draft %q; want no findings and a draft", s.Findings, s.Draft)
+	}
+	if got := history(t, store, "t")["search_kb"]; len(got) == 0 || slices.ContainsFunc(got, func(st pregel.NodeStatus) bool { return st != pregel.NodeCompleted }) {
+		t.Errorf("search_kb tasks: %v, want all completed", got)
+	}
+	res, err = g.Resume(ctx, "t", pregel.WithStore(store), pregel.WithResume("approve"))
+	if err != nil || res.Status != pregel.RunCompleted {
+		t.Fatalf("Resume = %s, %v; want completed", res.Status, err)
+	}
+	if s := decode(t, res); s.Outcome != "sent" || s.Reply == "" {
+		t.Errorf("outcome %q, reply %q; want sent with a reply", s.Outcome, s.Reply)
+	}
+}

@@ -174,6 +174,7 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 		// Attempts, with the retry policy.
 		for attempt := 1; ; attempt++ {
 			tc.info.Attempt, res.Attempts = attempt, attempt
+			tc.newAttempt()
 			if attempt > 1 {
 				if st, err = sc.decode(values); err != nil { // a fresh copy: the last attempt may have changed it
 					return fail(err)

@@ -169,6 +169,13 @@ type InterruptInfo struct {
 	TaskID string          `json:"task_id"`
 	Node   string          `json:"node"`
 	Value  json.RawMessage `json:"value,omitempty"`
+	// Type is the JSON type the answer must have ("string", "integer",
+	// "number", "boolean", "array" or "object"); empty when any value
+	// may do. Resuming with a value of another type is refused.
+	Type string `json:"type,omitempty"`
+	// Error says why the last answer was refused, when the node asks
+	// again because it could not use it.
+	Error string `json:"error,omitempty"`
 }
 
 // StepInfo summarises one committed step in a run's history.

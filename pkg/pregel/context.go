@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -86,6 +88,15 @@ func RequestDrain(ctx context.Context, reason string) {
 	}
 }
 
+// newAttempt starts an attempt: its Interrupt calls are matched to the
+// task's interrupts from the first again, so a retried node receives the
+// answers given to the attempts before it.
+func (tc *taskContext) newAttempt() {
+	tc.mu.Lock()
+	tc.interrupts = 0
+	tc.mu.Unlock()
+}
+
 func (tc *taskContext) drainRequest() string {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
@@ -108,28 +119,55 @@ func (e *InterruptError) Error() string {
 // return; the run stops as interrupted with payload visible. When the run is
 // resumed with a value, the node runs again and this call returns the value
 // decoded into T. A node may call Interrupt several times; each call is its
-// own interrupt, matched by order.
+// own interrupt, matched by order within an attempt: a node retried after
+// an answer receives the same answer again.
+//
+// The interrupt records the JSON type T decodes from (see
+// [InterruptInfo.Type]), so that a resume with a value of another type is
+// refused before the run continues. An answer that still does not decode
+// into T is not lost either: the call asks again, under the same interrupt
+// id, with the reason in [InterruptInfo.Error], and the run waits for a
+// correct answer.
 func Interrupt[T any](ctx context.Context, payload any) (T, error) {
-	var zero T
+	var v T
+	if err := ask(ctx, payload, jsonTypeOf(reflect.TypeFor[T]()), "", func(raw json.RawMessage) error {
+		return json.Unmarshal(raw, &v)
+	}); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
+// ask is Interrupt over JSON: it returns the answer to the calling task's
+// next interrupt, once decode accepts it, or the *InterruptError that asks
+// for it. typ is the JSON type the answer must have ("" for any) and
+// reason, when set, says why an earlier answer was refused.
+func ask(ctx context.Context, payload any, typ, reason string, decode func(json.RawMessage) error) error {
 	tc := taskFrom(ctx)
 	if tc == nil {
-		return zero, errors.New("pregel: Interrupt called outside a node")
+		return errors.New("pregel: Interrupt called outside a node")
 	}
 	tc.mu.Lock()
 	n := tc.interrupts
 	tc.interrupts++
 	tc.mu.Unlock()
-	id := tc.info.TaskID + "." + strconv.Itoa(n)
-	if raw, ok := tc.resume[id]; ok {
-		var v T
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return zero, fmt.Errorf("pregel: resume value for interrupt %s of node %q: %w", id, tc.info.Node, err)
+	info := InterruptInfo{ID: tc.info.TaskID + "." + strconv.Itoa(n), TaskID: tc.info.TaskID, Node: tc.info.Node, Type: typ, Error: reason}
+	if raw, ok := tc.resume[info.ID]; ok {
+		err := info.Check(raw)
+		if err == nil {
+			if err = decode(raw); err == nil {
+				return nil
+			}
+			err = answerError(err)
 		}
-		return v, nil
+		// The answer does not fit: ask again, saying why.
+		info.Error = strings.TrimPrefix(err.Error(), ErrInvalidResume.Error()+": ")
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {
-		return zero, fmt.Errorf("pregel: encode interrupt payload of node %q: %w", tc.info.Node, err)
+		return fmt.Errorf("pregel: encode interrupt payload of node %q: %w", tc.info.Node, err)
 	}
-	return zero, &InterruptError{Interrupt: InterruptInfo{ID: id, TaskID: tc.info.TaskID, Node: tc.info.Node, Value: raw}}
+	info.Value = raw
+	return &InterruptError{Interrupt: info}
 }

@@ -4,7 +4,10 @@
 // A graph is built over a state struct S whose exported fields are channels
 // (named by their json tag; a `reduce` tag picks how writes combine:
 // append, merge, sum, last or a custom reducer). Nodes receive a snapshot
-// of the state and return a partial S: their writes.
+// of the state and return a partial S: their writes. An empty update (a
+// nil slice to append, a nil map to merge, null to sum) leaves a channel
+// that has no value yet without one, so a fan-out whose tasks all find
+// nothing still leaves a decodable state.
 //
 //	g := pregel.NewGraph[State]("triage")
 //	g.AddFunc("classify", classify, pregel.Writes("category"))
@@ -17,6 +20,13 @@
 // AddConditionalEdges (a router picks the next nodes), AddFanOut (one task
 // per item, map/reduce), loops (edges back, bounded by MaxSteps), Subgraph
 // (a compiled graph as a node) and OnError (route a failure to a handler).
+//
+// [Builder.Compile] checks the graph: unknown or duplicate nodes, nodes
+// unreachable from Start or unable to reach End, and channels without a
+// reducer that two nodes may write in one superstep. That last check is
+// judged from the writes nodes declare with [Writes]; a node that declares
+// none is not checked at compile time, and a conflicting write of it fails
+// the run when it happens, with an error wrapping [ErrWriteConflict].
 //
 // Nodes implement [Node] and optionally [Validator], [Conditional]
 // (ShouldExecute; false skips the node), [BeforeHook], [AfterHook],

@@ -67,6 +67,9 @@ func (g *Graph) Start(ctx context.Context, runID string, input json.RawMessage) 
 		if err != nil {
 			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)
 		}
+		if v == nil {
+			continue
+		}
 		cp.Values[ch], cp.Versions[ch] = v, 0
 	}
 	if err := g.checkInput(cp.Values); err != nil {
@@ -142,6 +145,12 @@ func (g *Graph) execute(ctx context.Context, t Task, values map[string]json.RawM
 	res.DrainRequest = tc.drainRequest()
 	if len(resume) > 0 && res.Status == NodeInterrupted {
 		res.Resume = resume
+		for _, in := range res.Interrupts {
+			if _, asked := resume[in.ID]; asked { // its answer was refused
+				res.Resume = maps.Clone(resume)
+				delete(res.Resume, in.ID)
+			}
+		}
 	}
 	return res, tc
 }
@@ -154,7 +163,28 @@ type Outcome struct {
 	Status     RunStatus
 	Checkpoint *Checkpoint
 	Interrupts []InterruptInfo
-	Err        error
+	// Counters are the run's counters after the step: those of
+	// Checkpoint when it is set; when the run fails, those of the last
+	// committed step plus the tasks of the failed step, the task that
+	// failed the run counted as failed; when it is interrupted, those of
+	// the last committed step.
+	Counters Counters
+	Err      error
+}
+
+// failed is the outcome of a step that fails the run: the counters count
+// the step's tasks, the one at index culprit (if any) as failed.
+func failed(cp *Checkpoint, tasks []Task, byID map[string]*TaskResult, culprit int, err error) Outcome {
+	c := cp.Counters
+	for i, t := range tasks {
+		switch r := byID[t.ID]; {
+		case i == culprit:
+			c.add(NodeFailed)
+		case r != nil:
+			c.add(r.Status)
+		}
+	}
+	return Outcome{Status: RunFailed, Counters: c, Err: err}
 }
 
 // Apply combines the results of the tasks planned from cp into the next
@@ -177,7 +207,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		switch r.Status {
 		case NodeFailed:
 			if n := g.nodes[t.Node()]; n == nil || n.onError == "" {
-				return Outcome{Status: RunFailed, Err: &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: r.Error}}, nil
+				return failed(cp, tasks, byID, i, &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: r.Error}), nil
 			}
 		case NodeInterrupted:
 			interrupts = append(interrupts, r.Interrupts...)
@@ -187,7 +217,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		}
 	}
 	if len(interrupts) > 0 {
-		return Outcome{Status: RunInterrupted, Interrupts: interrupts}, nil
+		return Outcome{Status: RunInterrupted, Interrupts: interrupts, Counters: cp.Counters}, nil
 	}
 
 	step := cp.Step + 1
@@ -217,11 +247,11 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		}
 		for _, ch := range sortedKeys(r.Writes) {
 			if !slices.Contains(g.channels, ch) {
-				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("wrote %q, which is not a channel of the state", ch)}}, nil
+				return failed(cp, tasks, byID, i, &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("wrote %q, which is not a channel of the state", ch)}), nil
 			}
 			if g.lastValue[ch] {
 				if other, dup := written[ch]; dup {
-					return Outcome{Status: RunFailed, Err: fmt.Errorf("%w: channel %q was written by nodes %q and %q in step %d; give it a reducer (e.g. `reduce:\"append\"`) or let one node write it", ErrWriteConflict, ch, other, from, step)}, nil
+					return failed(cp, tasks, byID, -1, fmt.Errorf("%w: channel %q was written by nodes %q and %q in step %d; give it a reducer (e.g. `reduce:\"append\"`) or let one node write it", ErrWriteConflict, ch, other, from, step)), nil
 				}
 				written[ch] = from
 			}
@@ -233,7 +263,10 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 			}
 			v, err := g.reduceOne(ch, next.Values[ch], r.Writes[ch])
 			if err != nil {
-				return Outcome{Status: RunFailed, Err: &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("channel %q: %v", ch, err)}}, nil
+				return failed(cp, tasks, byID, i, &NodeError{Node: from, TaskID: t.ID, Step: step, Attempts: r.Attempts, Message: fmt.Sprintf("channel %q: %v", ch, err)}), nil
+			}
+			if v == nil { // an empty update of a channel that has no value
+				continue
 			}
 			next.Values[ch], next.Versions[ch] = v, step
 		}
@@ -269,7 +302,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 	if next.Done() {
 		status = RunCompleted
 	}
-	return Outcome{Status: status, Checkpoint: next}, nil
+	return Outcome{Status: status, Checkpoint: next, Counters: next.Counters}, nil
 }
 
 func joinKey(i int, to string) string { return strconv.Itoa(i) + ":" + to }
@@ -328,9 +361,17 @@ func (f *frontier) add(t Trigger) {
 	f.list = append(f.list, t)
 }
 
+// reduceOne returns the value of channel ch after update. It returns nil,
+// meaning the channel keeps having no value, when a reducer leaves a
+// channel without a value as it was (an empty append, merge or sum update
+// of a channel nobody has written yet).
 func (g *Graph) reduceOne(ch string, cur, update json.RawMessage) (json.RawMessage, error) {
 	if r := g.reducers[ch]; r != nil {
-		return r(cur, update)
+		v, err := r(cur, update)
+		if err != nil || len(bytes.TrimSpace(v)) == 0 {
+			return nil, err
+		}
+		return v, nil
 	}
 	if !json.Valid(update) {
 		return nil, errors.New("value is not valid JSON")
@@ -349,7 +390,9 @@ func (g *Graph) reduce(values, writes map[string]json.RawMessage) (map[string]js
 		if err != nil {
 			return nil, fmt.Errorf("channel %q: %w", ch, err)
 		}
-		out[ch] = v
+		if v != nil {
+			out[ch] = v
+		}
 	}
 	return out, nil
 }

@@ -158,6 +158,9 @@ func propNewCase(rng *rand.Rand) (*propCase, error) {
 		tails: make(map[string]bool),
 		input: propState{Log: []string{"in"}, Sum: rng.IntN(5)},
 	}
+	if rng.IntN(3) == 0 { // channels without a value until a node writes them
+		c.input.Log = nil
+	}
 	c.b.BeforeNode(func(ctx context.Context, info pregel.NodeInfo, st propState) pregel.Decision {
 		propAttemptFrom(ctx).ledger.start(ctx)
 		if r := c.rules[info.ID]; r.hit(st) {
@@ -171,6 +174,11 @@ func propNewCase(rng *rand.Rand) (*propCase, error) {
 		return pregel.Decision{}
 	})
 	end := c.seq(pregel.Start, 0, 1+rng.IntN(4))
+	if len(c.others) == 0 { // only quiet nodes: add one that can write Last
+		n := c.node()
+		c.edge(end, n)
+		end = n
+	}
 	c.edge(end, pregel.End)
 	c.last = c.others[rng.IntN(len(c.others))]
 	c.shape = append(c.shape, fmt.Sprintf("%s writes last", c.last))
@@ -202,7 +210,7 @@ func (c *propCase) seq(prev string, depth, n int) string {
 // segment adds a random piece of graph entered by an edge from prev and
 // returns the node it ends with.
 func (c *propCase) segment(prev string, depth int) string {
-	kind := c.rng.IntN(10)
+	kind := c.rng.IntN(11)
 	if depth >= 3 || c.nodes > 24 {
 		kind = 0
 	}
@@ -238,7 +246,7 @@ func (c *propCase) segment(prev string, depth int) string {
 		c.edge(prev, from)
 		worker := c.worker()
 		c.b.AddFanOut(from, worker, func(_ context.Context, st propState) ([]any, error) {
-			items := make([]any, 1+propKey(st)%3)
+			items := make([]any, propKey(st)%3) // none at times: an empty fan-out
 			for i := range items {
 				items[i] = 10*i + len(st.Log)
 			}
@@ -246,7 +254,7 @@ func (c *propCase) segment(prev string, depth int) string {
 		})
 		collect := c.node()
 		c.edge(worker, collect)
-		c.shape = append(c.shape, fmt.Sprintf("%s fans out 1+key%%3 items to %s", from, worker))
+		c.shape = append(c.shape, fmt.Sprintf("%s fans out key%%3 items to %s", from, worker))
 		return collect
 	case 8, 9: // a router choosing one branch, both or End
 		r, a, b, m := c.node(), c.node(), c.node(), c.node()
@@ -267,6 +275,10 @@ func (c *propCase) segment(prev string, depth int) string {
 		c.edge(b, m)
 		c.shape = append(c.shape, fmt.Sprintf("%s routes by key%%8: 0 End, 1-3 %s, 4-6 %s, 7 both", r, a, b))
 		return m
+	case 10: // a node that declares every reducer channel and writes them empty
+		n := c.quiet()
+		c.edge(prev, n)
+		return n
 	default: // chain
 		n := c.node()
 		c.edge(prev, n)
@@ -291,6 +303,19 @@ func (c *propCase) randomRule() propRule {
 // node adds a regular node with a random skip rule.
 func (c *propCase) node() string { return c.newNode("n", c.randomRule(), false) }
 
+// quiet adds a node that declares its writes of every reducer channel and
+// leaves them empty (nil, zero): the empty update of each reducer, which
+// must leave a channel without a value as it was.
+func (c *propCase) quiet() string {
+	c.nodes++
+	name := fmt.Sprintf("q%d", c.nodes)
+	c.b.AddFunc(name, func(ctx context.Context, _ propState) (propState, error) {
+		return propState{}, propAttemptFrom(ctx).executed(ctx)
+	}, pregel.Writes("log", "sum", "loops", "visits"))
+	c.shape = append(c.shape, name+" writes log, sum, loops and visits empty")
+	return name
+}
+
 // worker adds a fan-out worker with a random skip rule.
 func (c *propCase) worker() string { return c.newNode("w", c.randomRule(), true) }
 
@@ -308,10 +333,14 @@ func (c *propCase) newNode(prefix string, rule propRule, worker bool) string {
 		c.rules[name] = rule
 		c.shape = append(c.shape, fmt.Sprintf("%s %s", name, rule))
 	}
+	var opts []pregel.NodeOption
+	if worker { // declared writes: an odd item writes log and visits empty
+		opts = append(opts, pregel.Writes("log", "sum", "visits"))
+	}
 	if rule.kind == propShouldExecute {
-		c.b.AddNode(name, propCondNode{fn: fn, rule: rule})
+		c.b.AddNode(name, propCondNode{fn: fn, rule: rule}, opts...)
 	} else {
-		c.b.AddFunc(name, fn)
+		c.b.AddFunc(name, fn, opts...)
 	}
 	return name
 }
@@ -348,6 +377,9 @@ func (c *propCase) work(name string) func(context.Context, propState) (propState
 		item, err := pregel.Arg[int](ctx)
 		if err != nil {
 			return propState{}, err
+		}
+		if item%2 == 1 {
+			return propState{Sum: item}, nil
 		}
 		return propState{Log: []string{fmt.Sprintf("%s[%d]@%d", name, item, len(st.Log))}, Sum: item}, nil
 	}

@@ -72,9 +72,12 @@ type Result struct {
 	Graph  string    `json:"graph"`
 	Status RunStatus `json:"status"`
 	// Step is the last committed step.
-	Step     int                        `json:"step"`
-	Values   map[string]json.RawMessage `json:"values"`
-	Counters Counters                   `json:"counters"`
+	Step   int                        `json:"step"`
+	Values map[string]json.RawMessage `json:"values"`
+	// Counters count the run's node executions over its committed
+	// steps; those of a failed run include the tasks of the step that
+	// failed it, the culprit counted as failed.
+	Counters Counters `json:"counters"`
 	// Interrupts are pending when Status is RunInterrupted.
 	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
 	// DrainReason is set when a drain was requested, even if the run
@@ -216,15 +219,19 @@ func (g *Graph) answer(ctx context.Context, cfg *runConfig, cp *Checkpoint, pend
 // interrupt, byID answers them one by one. It returns the updated results
 // by task id; the caller records them before executing the tasks again.
 // It fails with ErrInvalidResume when byID names an interrupt that is not
-// pending, or when interrupts wait and no value is given.
+// pending, when interrupts wait and no value is given, or when a value is
+// not of the JSON type its interrupt asks for (see [CheckAnswers]); the
+// run then still waits, as it did.
 func Answer(runID string, pending []TaskResult, all json.RawMessage, byID map[string]json.RawMessage) (map[string]TaskResult, error) {
 	var waiting []string
+	var open []InterruptInfo
 	known := map[string]bool{}
 	for _, p := range pending {
 		for _, in := range p.Interrupts {
 			known[in.ID] = true
 			if _, ok := p.Resume[in.ID]; !ok {
 				waiting = append(waiting, in.ID)
+				open = append(open, in)
 			}
 		}
 	}
@@ -238,6 +245,9 @@ func Answer(runID string, pending []TaskResult, all json.RawMessage, byID map[st
 	}
 	if all == nil && len(byID) == 0 {
 		return nil, fmt.Errorf("%w: run %q waits for a value for interrupt(s) %s; resume it with a value", ErrInvalidResume, runID, strings.Join(waiting, ", "))
+	}
+	if err := CheckAnswers(open, all, byID); err != nil {
+		return nil, err
 	}
 	out := make(map[string]TaskResult)
 	for _, p := range pending {
@@ -329,7 +339,9 @@ func (g *Graph) drive(ctx context.Context, cfg *runConfig, cp *Checkpoint, pendi
 			em.emit(Event{Type: EventInterrupted, Step: cp.Step + 1, Interrupts: out.Interrupts})
 			return finish(RunInterrupted, out.Interrupts, nil)
 		case RunFailed:
-			return finish(RunFailed, nil, out.Err)
+			res, err := finish(RunFailed, nil, out.Err)
+			res.Counters = out.Counters // the failed step's tasks count
+			return res, err
 		}
 		if err := cfg.store.Commit(ctx, out.Checkpoint); err != nil {
 			if ctx.Err() != nil {

@@ -212,6 +212,9 @@ func TestStepLimit(t *testing.T) {
 	}
 }
 
+// Nodes that declare no writes escape the compile-time check (it is judged
+// from declared Writes, as the README says): the graph compiles and the
+// conflict fails the run when it happens, naming both nodes.
 func TestWriteConflictNamesBothNodes(t *testing.T) {
 	g := pregel.NewGraph[St]("conflict")
 	g.AddFunc("x", func(context.Context, St) (St, error) { return St{Answer: "x"}, nil })
@@ -763,5 +766,166 @@ func TestTypedInputWritesNonZeroFields(t *testing.T) {
 	cp, _ := store.Load(context.Background(), "r", 0)
 	if got := cp.Changed(); !slices.Equal(got, []string{"item"}) {
 		t.Errorf("step 0 wrote %q, want only item", got)
+	}
+}
+
+// An empty update to a reducer channel that has no value yet (a node that
+// declares its writes and leaves them empty, as the tasks of a fan-out that
+// found nothing do) leaves the channel without a value: the state stays
+// decodable and the next node runs.
+func TestEmptyUpdatesOfEveryReducer(t *testing.T) {
+	cases := []struct {
+		name    string
+		channel string
+		write   St
+	}{
+		{"append nil slice", "log", St{}},
+		{"append empty slice", "log", St{Log: []string{}}},
+		{"merge nil map", "notes", St{}},
+		{"merge empty map", "notes", St{Notes: map[string]any{}}},
+		{"sum zero", "total", St{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := pregel.NewGraph[St]("empty-" + tc.channel)
+			g.AddFunc("split", noop)
+			g.AddFunc("work", func(context.Context, St) (St, error) { return tc.write, nil }, pregel.Writes(tc.channel))
+			g.AddFunc("after", func(_ context.Context, s St) (St, error) { return St{Item: "after ran"}, nil })
+			g.AddEdge(pregel.Start, "split")
+			g.AddFanOut("split", "work", func(context.Context, St) ([]any, error) { return []any{1, 2}, nil })
+			g.AddEdge("work", "after").AddEdge("after", pregel.End)
+			store := pregel.NewMemoryStore()
+			res, err := compile(t, g).Run(context.Background(), nil, pregel.WithStore(store), pregel.WithRunID("r"))
+			if err != nil || res.Status != pregel.RunCompleted {
+				t.Fatalf("Run = %s, %v; want completed", res.Status, err)
+			}
+			if s := state(t, res); s.Item != "after ran" {
+				t.Errorf("state = %+v", s)
+			}
+			for step := 0; step <= res.Step; step++ {
+				cp, err := store.Load(context.Background(), "r", step)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for ch, v := range cp.Values {
+					if !json.Valid(v) {
+						t.Errorf("step %d stores channel %q as %q, which is not JSON", step, ch, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A node with retries that asks a question and then fails an attempt gets
+// the answer again on its next attempt instead of asking anew.
+func TestRetriedNodeKeepsItsAnswer(t *testing.T) {
+	var attempts, asked atomic.Int32
+	g := pregel.NewGraph[St]("retry-ask")
+	g.AddFunc("ask", func(ctx context.Context, _ St) (St, error) {
+		n, err := pregel.Interrupt[int](ctx, "how many?")
+		if err != nil {
+			asked.Add(1)
+			return St{}, err
+		}
+		if attempts.Add(1) == 1 {
+			return St{}, errors.New("flaky")
+		}
+		return St{Count: n}, nil
+	}, pregel.WithRetry(pregel.RetryPolicy{MaxAttempts: 3, InitialInterval: time.Millisecond}))
+	g.AddEdge(pregel.Start, "ask").AddEdge("ask", pregel.End)
+	cg := compile(t, g)
+	store := pregel.NewMemoryStore()
+	ctx := context.Background()
+	res, err := cg.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("r"))
+	if err != nil || res.Status != pregel.RunInterrupted {
+		t.Fatalf("Run = %s, %v; want interrupted", res.Status, err)
+	}
+	id := res.Interrupts[0].ID
+	res, err = cg.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResumeByID(map[string]any{id: 3}))
+	if err != nil || res.Status != pregel.RunCompleted {
+		t.Fatalf("Resume = %s %+v, %v; want completed", res.Status, res.Interrupts, err)
+	}
+	if s := state(t, res); s.Count != 3 {
+		t.Errorf("count = %d, want 3", s.Count)
+	}
+	if attempts.Load() != 2 || asked.Load() != 1 {
+		t.Errorf("%d attempts with an answer and %d questions; want 2 and 1", attempts.Load(), asked.Load())
+	}
+}
+
+// A run that fails counts the node that failed it, and the other tasks of
+// its last step, in its Result and in Apply's Outcome.
+func TestFailedRunCountsTheFailedNode(t *testing.T) {
+	tests := []struct {
+		name  string
+		build func(g *pregel.Builder[St])
+		want  pregel.Counters
+	}{
+		{"Start -> F -> End", func(g *pregel.Builder[St]) {
+			g.AddFunc("f", func(context.Context, St) (St, error) { return St{}, errors.New("boom") })
+			g.AddEdge(pregel.Start, "f").AddEdge("f", pregel.End)
+		}, pregel.Counters{Failed: 1}},
+		{"a, then f beside a completed and a skipped sibling", func(g *pregel.Builder[St]) {
+			g.AddFunc("a", logs("a")).AddFunc("ok", logs("ok")).AddNode("skip", skipper{name: "skip", when: func(St) bool { return false }})
+			g.AddFunc("f", func(context.Context, St) (St, error) { return St{}, errors.New("boom") })
+			g.AddEdge(pregel.Start, "a").AddEdge("a", "ok").AddEdge("a", "f").AddEdge("a", "skip")
+			g.AddJoin("end", "ok", "f", "skip").AddFunc("end", noop).AddEdge("end", pregel.End)
+		}, pregel.Counters{Completed: 2, Skipped: 1, Failed: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := pregel.NewGraph[St]("fail")
+			tc.build(g)
+			cg := compile(t, g)
+			res, err := cg.Run(context.Background(), nil)
+			if err == nil || res.Status != pregel.RunFailed {
+				t.Fatalf("Run = %s, %v; want failed", res.Status, err)
+			}
+			if res.Counters != tc.want {
+				t.Errorf("counters = %+v, want %+v", res.Counters, tc.want)
+			}
+		})
+	}
+}
+
+// Apply counts a task whose result it refuses as failed, and a write
+// conflict counts the step's tasks as they ended.
+func TestApplyCountsRefusedResults(t *testing.T) {
+	g := pregel.NewGraph[St]("apply")
+	g.AddFunc("a", noop).AddFunc("b", noop)
+	g.AddEdge(pregel.Start, "a").AddEdge(pregel.Start, "b").AddEdge("a", pregel.End).AddEdge("b", pregel.End)
+	cg := compile(t, g)
+	cp, err := cg.Start(context.Background(), "r", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := cg.Plan(cp)
+	result := func(i int, writes string) pregel.TaskResult {
+		r := pregel.TaskResult{TaskID: tasks[i].ID, Node: tasks[i].Node(), Status: pregel.NodeCompleted, Attempts: 1}
+		if writes != "" {
+			if err := json.Unmarshal([]byte(writes), &r.Writes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	tests := []struct {
+		name    string
+		results []pregel.TaskResult
+		want    pregel.Counters
+	}{
+		{"a channel that does not exist", []pregel.TaskResult{result(0, `{"nope":1}`), result(1, "")}, pregel.Counters{Completed: 1, Failed: 1}},
+		{"a merge of a non-object", []pregel.TaskResult{result(0, ""), result(1, `{"notes":[1]}`)}, pregel.Counters{Completed: 1, Failed: 1}},
+		{"a write conflict", []pregel.TaskResult{result(0, `{"count":1}`), result(1, `{"count":2}`)}, pregel.Counters{Completed: 2}},
+	}
+	for _, tc := range tests {
+		out, err := cg.Apply(cp, tasks, tc.results)
+		if err != nil || out.Status != pregel.RunFailed {
+			t.Fatalf("%s: Apply = %s, %v; want failed", tc.name, out.Status, err)
+		}
+		if out.Counters != tc.want {
+			t.Errorf("%s: counters %+v, want %+v", tc.name, out.Counters, tc.want)
+		}
 	}
 }

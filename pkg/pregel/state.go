@@ -69,7 +69,7 @@ func (s *schema[S]) decode(values map[string]json.RawMessage) (S, error) {
 	v := reflect.ValueOf(&out).Elem()
 	for name, raw := range values {
 		i, ok := s.byName[name]
-		if !ok {
+		if !ok || len(raw) == 0 {
 			continue
 		}
 		f := v.FieldByIndex(s.channels[i].index)
@@ -124,7 +124,7 @@ func (s *schema[S]) decodeAfter(values, writes map[string]json.RawMessage, reduc
 	v := reflect.ValueOf(&out).Elem()
 	set := func(name string, raw json.RawMessage) error {
 		i, ok := s.byName[name]
-		if !ok {
+		if !ok || len(raw) == 0 { // no value
 			return nil
 		}
 		f := v.FieldByIndex(s.channels[i].index)

@@ -47,8 +47,11 @@ func (n *subgraphNode[S, C]) Execute(ctx context.Context, s S) (S, error) {
 	for err == nil && res.Status == RunInterrupted {
 		answers := make(map[string]any, len(res.Interrupts))
 		for _, ci := range res.Interrupts {
-			v, err := Interrupt[json.RawMessage](ctx, ci.Value)
-			if err != nil {
+			var v json.RawMessage
+			if err := ask(ctx, ci.Value, ci.Type, ci.Error, func(raw json.RawMessage) error {
+				v = raw
+				return nil
+			}); err != nil {
 				return zero, err
 			}
 			answers[ci.ID] = v

@@ -298,6 +298,16 @@ func TestSchedulerInterruptResume(t *testing.T) {
 			if _, err := e.svc.Resume(t.Context(), r.ID, runs.ResumeRequest{}); !errors.Is(err, runs.ErrInvalid) {
 				t.Errorf("Resume without a value: %v, want ErrInvalid", err)
 			}
+			wrong := runs.ResumeRequest{Value: json.RawMessage(`3`)}
+			if byID {
+				wrong = runs.ResumeRequest{Values: map[string]json.RawMessage{in.Interrupts[0].ID: json.RawMessage(`3`)}}
+			}
+			if _, err := e.svc.Resume(t.Context(), r.ID, wrong); !errors.Is(err, runs.ErrInvalid) || !strings.Contains(err.Error(), "wants a string") {
+				t.Errorf("Resume with a number for a string: %v, want ErrInvalid saying a string is wanted", err)
+			}
+			if got := e.get(t, r.ID); got.Status != pregel.RunInterrupted || got.Resume != nil {
+				t.Errorf("after a refused answer: status %s, resume %+v; want interrupted without one", got.Status, got.Resume)
+			}
 			req := runs.ResumeRequest{Value: json.RawMessage(`"yes"`)}
 			if byID {
 				req = runs.ResumeRequest{Values: map[string]json.RawMessage{in.Interrupts[0].ID: json.RawMessage(`"yes"`)}}
@@ -331,6 +341,9 @@ func TestSchedulerFailedRun(t *testing.T) {
 	}
 	if got.Step != 1 {
 		t.Errorf("failed run: step %d, want 1", got.Step)
+	}
+	if want := (pregel.Counters{Completed: 1, Failed: 1}); got.Counters != want {
+		t.Errorf("failed run: counters %+v, want %+v", got.Counters, want)
 	}
 	checkEventTypes(t, got, `created/pending running/running failed/failed(node "bad" failed after 1 attempt(s): boom)`)
 }

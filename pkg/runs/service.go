@@ -301,6 +301,9 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 					return fmt.Errorf("run %q has no pending interrupt %q; pending: %s: %w", id, k, interruptIDs(r.Interrupts), ErrInvalid)
 				}
 			}
+			if err := pregel.CheckAnswers(r.Interrupts, req.Value, req.Values); err != nil {
+				return fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), pregel.ErrInvalidResume.Error()+": "), ErrInvalid)
+			}
 		default:
 			return fmt.Errorf("run %q is %s; only interrupted or drained runs can be resumed: %w", id, r.Status, ErrInvalidState)
 		}

@@ -443,7 +443,9 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		return h.finish(ctx, cp, cp.RunID, pregel.RunInterrupted, out.Interrupts, "", "")
 	case pregel.RunFailed:
 		msg, node := failure(out.Err)
-		return h.finish(ctx, cp, cp.RunID, pregel.RunFailed, nil, msg, node)
+		last := *cp
+		last.Counters = out.Counters // the failed step's tasks count
+		return h.finish(ctx, &last, cp.RunID, pregel.RunFailed, nil, msg, node)
 	}
 	if err := h.Checkpoints.Commit(ctx, out.Checkpoint); err != nil {
 		if errors.Is(err, pregel.ErrStepConflict) {

@@ -285,12 +285,15 @@ func testNonCompactJSON(t *testing.T, s pregel.Checkpointer) {
 
 	commitAll(t, s, []*pregel.Checkpoint{nextCheckpoint(cp, map[string]json.RawMessage{"n": raw(`8`)})})
 	r := pregel.TaskResult{
-		TaskID:     taskID(run, 2, "ask"),
-		Node:       "ask",
-		Status:     pregel.NodeInterrupted,
-		Interrupts: []pregel.InterruptInfo{{ID: "i1", TaskID: taskID(run, 2, "ask"), Node: "ask", Value: raw("{ \"question\" : \"ok?\" }")}},
-		Resume:     map[string]json.RawMessage{"i0": raw(" true ")},
-		Writes:     map[string]json.RawMessage{"doc": raw("[ ]")},
+		TaskID: taskID(run, 2, "ask"),
+		Node:   "ask",
+		Status: pregel.NodeInterrupted,
+		Interrupts: []pregel.InterruptInfo{{
+			ID: "i1", TaskID: taskID(run, 2, "ask"), Node: "ask", Value: raw("{ \"question\" : \"ok?\" }"),
+			Type: pregel.TypeObject, Error: "the last answer was refused",
+		}},
+		Resume: map[string]json.RawMessage{"i0": raw(" true ")},
+		Writes: map[string]json.RawMessage{"doc": raw("[ ]")},
 	}
 	stored, err := s.RecordTask(ctx, run, 2, r)
 	if err != nil {

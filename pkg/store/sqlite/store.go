@@ -53,7 +53,8 @@
 // until it gets the lock, its context is done, or a busy timeout passes.
 // Writes of several statements run in IMMEDIATE transactions. Reads use a
 // pool of other connections. Several Stores, in one process or several, may
-// therefore share a database file.
+// therefore share a database file, and may open a new one at the same time:
+// Open waits, as a write does, while another opens and sets it up.
 package sqlite
 
 import (
@@ -126,7 +127,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	q := url.Values{}
 	q.Set("_busy_timeout", fmt.Sprint(busyTimeout.Milliseconds()))
-	q.Set("_journal_mode", "WAL")
+	// No _journal_mode: init switches the file to WAL once, waiting for
+	// other processes doing the same (see setWAL).
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "1")   // those of schema version 1, until it is migrated
 	q.Set("_txlock", "immediate") // for the migration's transaction
@@ -153,15 +155,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
-// init checks the journal mode, brings the schema up to date and prepares
-// the statements.
+// init puts the database in WAL mode, brings the schema up to date and
+// prepares the statements.
 func (s *Store) init(ctx context.Context) error {
-	var mode string
-	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	if err := setWAL(ctx, s.db); err != nil {
 		return err
-	}
-	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("journal mode is %q, want wal", mode)
 	}
 	if err := migrate(ctx, s.db); err != nil {
 		return err
@@ -357,6 +355,40 @@ func (w *writer) execLocking(ctx context.Context, st *sql.Stmt, args ...any) (sq
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
+		case <-t.C:
+		}
+		waited += pause
+	}
+}
+
+// setWAL switches the database to WAL mode, which the file keeps. Switching
+// a new file takes an exclusive lock, and SQLite answers SQLITE_BUSY at once,
+// without waiting for the busy timeout, when another connection (another
+// process opening the same new file, say) holds a lock meanwhile; so the
+// switch is tried again on execLocking's schedule until busyTimeout has
+// passed. On a file already in WAL mode it takes no lock.
+func setWAL(ctx context.Context, db *sql.DB) error {
+	var waited time.Duration
+	for i := 0; ; i++ {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		switch {
+		case err == nil && strings.EqualFold(mode, "wal"):
+			return nil
+		case err == nil:
+			return fmt.Errorf("journal mode is %q and cannot be set to wal", mode)
+		case !isBusy(err):
+			return fmt.Errorf("set journal mode to wal: %w", err)
+		}
+		pause := busyDelays[min(i, len(busyDelays)-1)] * time.Millisecond
+		if waited+pause > busyTimeout {
+			return fmt.Errorf("set journal mode to wal: %w", err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
 		case <-t.C:
 		}
 		waited += pause
