@@ -68,13 +68,31 @@ const (
 	Reject  Decision = "reject"  // do not call it; tell the model Approval.Message
 )
 
-// Approval answers an [ApprovalRequest]: resume the run with it.
+// Approval answers an [ApprovalRequest]: resume the run with it. Plain
+// text is accepted too: "approve", "reject", or any other text, which
+// rejects the call with that text as the message.
 type Approval struct {
 	Decision Decision `json:"decision"`
 	// Input replaces the call's arguments when Decision is Edit.
 	Input json.RawMessage `json:"input,omitempty"`
 	// Message is told to the model when Decision is Reject.
 	Message string `json:"message,omitempty"`
+}
+
+// UnmarshalJSON reads an Approval from its object or from plain text.
+func (a *Approval) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err == nil {
+		switch d := Decision(strings.ToLower(strings.TrimSpace(text))); d {
+		case Approve, Reject:
+			*a = Approval{Decision: d}
+		default:
+			*a = Approval{Decision: Reject, Message: text}
+		}
+		return nil
+	}
+	type plain Approval
+	return json.Unmarshal(b, (*plain)(a))
 }
 
 // Config configures the prebuilt agent.

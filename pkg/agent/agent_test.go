@@ -252,7 +252,7 @@ func TestCrashAfterSecondToolCallResumesOnlyTheThird(t *testing.T) {
 func TestApproval(t *testing.T) {
 	tests := []struct {
 		name       string
-		answer     agent.Approval
+		answer     any
 		wantCall   string // the refund call made, "" for none
 		wantResult string
 		wantError  bool
@@ -261,6 +261,8 @@ func TestApproval(t *testing.T) {
 		{"edit", agent.Approval{Decision: agent.Edit, Input: json.RawMessage(`{"order_id":"A-1","cents":200}`)}, "refund:A-1:200", "refunded 200 cents on A-1", false},
 		{"edit with bad arguments", agent.Approval{Decision: agent.Edit, Input: json.RawMessage(`{"order_id":"A-1"}`)}, "", "cents", true},
 		{"reject", agent.Approval{Decision: agent.Reject, Message: "refunds over 1 dollar need a manager"}, "", "the user rejected this call: refunds over 1 dollar need a manager", true},
+		{"plain text approve", json.RawMessage(`"approve"`), "refund:A-1:500", "refunded 500 cents on A-1", false},
+		{"plain text reason rejects", json.RawMessage(`"not without a receipt"`), "", "the user rejected this call: not without a receipt", true},
 		{"unknown decision", agent.Approval{Decision: "maybe"}, "", `"maybe" is not approve, edit or reject`, true},
 	}
 	for _, tt := range tests {
