@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/superstep/superstep/pkg/pregel"
@@ -162,8 +164,60 @@ func AddMessages(cur, update []Message) []Message {
 	return out
 }
 
-// MessagesReducer is [AddMessages] as a [pregel.Reducer].
-func MessagesReducer() pregel.Reducer { return pregel.ReducerOf(AddMessages) }
+// MessagesReducer is [AddMessages] as a [pregel.Reducer]. When the update
+// only appends (no removal, no id already present), it appends the
+// update's JSON to the list without decoding the messages' content.
+func MessagesReducer() pregel.Reducer {
+	full := pregel.ReducerOf(AddMessages)
+	return func(cur, update json.RawMessage) (json.RawMessage, error) {
+		var upd []struct {
+			ID     string `json:"id"`
+			Remove bool   `json:"remove"`
+		}
+		if err := json.Unmarshal(update, &upd); err != nil {
+			return nil, fmt.Errorf("messages: the update is not a list of messages: %w", err)
+		}
+		if len(upd) == 0 {
+			return cur, nil
+		}
+		ids := make(map[string]bool, len(upd))
+		for _, m := range upd {
+			if m.Remove || ids[m.ID] {
+				return full(cur, update)
+			}
+			if m.ID != "" {
+				ids[m.ID] = true
+			}
+		}
+		cur = bytes.TrimSpace(cur)
+		if len(cur) == 0 || string(cur) == "null" {
+			return full(cur, update) // the first write: normalise it
+		}
+		if len(ids) > 0 {
+			var have []struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(cur, &have); err != nil {
+				return nil, fmt.Errorf("messages: the current value is not a list of messages: %w", err)
+			}
+			for _, m := range have {
+				if ids[m.ID] {
+					return full(cur, update)
+				}
+			}
+		}
+		if cur[len(cur)-1] != ']' {
+			return nil, fmt.Errorf("messages: the current value is not a list")
+		}
+		update = bytes.TrimSpace(update)
+		out := make([]byte, 0, len(cur)+len(update))
+		out = append(out, cur[:len(cur)-1]...)
+		if len(bytes.TrimSpace(cur[1:len(cur)-1])) > 0 {
+			out = append(out, ',')
+		}
+		return append(out, update[1:]...), nil
+	}
+}
 
 // Usage counts the tokens of model calls.
 type Usage struct {
@@ -227,4 +281,16 @@ func UsageReducer() pregel.Reducer { return pregel.ReducerOf(AddUsage) }
 // Reducers are registered per builder; pregel has no global registry.
 func Register[S any](b *pregel.Builder[S]) *pregel.Builder[S] {
 	return b.Reducer(ReduceMessages, MessagesReducer()).Reducer(ReduceUsage, UsageReducer())
+}
+
+// MessagesChannel is the channel name under which graphs built on this
+// package keep their conversation (the json tag of [State.Messages]).
+const MessagesChannel = "messages"
+
+// TextInput returns the input of a run that starts a conversation with
+// text as a user message: {"messages": [{"role": "user", ...}]}. Servers
+// use it to pass plain text to a graph that has a [MessagesChannel].
+func TextInput(text string) json.RawMessage {
+	raw, _ := json.Marshal(map[string][]Message{MessagesChannel: {UserText(text)}}) // cannot fail: plain strings
+	return raw
 }

@@ -32,6 +32,9 @@ func TestAddMessages(t *testing.T) {
 		{"removal of unknown id is dropped", []Message{a}, []Message{RemoveMessage("zz")}, []string{"a:A"}},
 		{"remove then add again", []Message{a, b}, []Message{RemoveMessage("a"), a}, []string{"b:B", "a:A"}},
 		{"update replaces a message added by the same update", nil, []Message{b, b2}, []string{"b:B2"}},
+		{"update with new ids appends", []Message{a}, []Message{b, anon, c}, []string{"a:A", "b:B", ":x", "c:C"}},
+		{"append to an empty list", []Message{}, []Message{b}, []string{"b:B"}},
+		{"replace in an update that also appends", []Message{a, b}, []Message{c, b2}, []string{"a:A", "b:B2", "c:C"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +45,25 @@ func TestAddMessages(t *testing.T) {
 			}
 			if !reflect.DeepEqual(ids(tt.cur), before) {
 				t.Fatalf("cur was modified: %v, was %v", ids(tt.cur), before)
+			}
+			// The JSON reducer agrees, fast path or not.
+			var cur json.RawMessage
+			if tt.cur != nil {
+				cur, _ = json.Marshal(tt.cur)
+			}
+			upd, _ := json.Marshal(tt.update)
+			raw, err := MessagesReducer()(cur, upd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var viaJSON []Message
+			if len(raw) > 0 {
+				if err := json.Unmarshal(raw, &viaJSON); err != nil {
+					t.Fatalf("reducer output %s: %v", raw, err)
+				}
+			}
+			if !reflect.DeepEqual(ids(viaJSON), tt.want) {
+				t.Fatalf("JSON reducer: got %v, want %v", ids(viaJSON), tt.want)
 			}
 		})
 	}
@@ -79,5 +101,17 @@ func TestAddUsage(t *testing.T) {
 	}}
 	if !reflect.DeepEqual(u, want) {
 		t.Fatalf("got %+v, want %+v", u, want)
+	}
+}
+
+func TestTextInput(t *testing.T) {
+	var st struct {
+		Messages []Message `json:"messages"`
+	}
+	if err := json.Unmarshal(TextInput(`say "hi"`), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Messages) != 1 || st.Messages[0].Role != RoleUser || st.Messages[0].Text() != `say "hi"` {
+		t.Fatalf("got %+v", st.Messages)
 	}
 }
