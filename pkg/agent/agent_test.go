@@ -162,6 +162,27 @@ func TestAgentLoopStreamsAndSumsUsage(t *testing.T) {
 	if text.String() != "Your order A-1 has shipped." || !finished {
 		t.Fatalf("deltas spell %q (finished %v)", text.String(), finished)
 	}
+	// The tool node reports the call starting, then finishing, and the
+	// tool call itself streamed from the first model turn.
+	var progress []string
+	var callStreamed bool
+	for _, e := range events {
+		if e.Type == pregel.EventCustom && e.Name == agent.EventToolCall {
+			var p agent.ToolProgress
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				t.Fatal(err)
+			}
+			progress = append(progress, p.ToolCallID+":"+p.Name+":"+p.Status)
+		}
+		if e.Type == pregel.EventCustom && e.Name == agent.EventMessageDelta {
+			var d agent.MessageDelta
+			_ = json.Unmarshal(e.Payload, &d)
+			callStreamed = callStreamed || (d.ToolCallID == "t1" && d.ToolName == "lookup_order")
+		}
+	}
+	if strings.Join(progress, " ") != "t1:lookup_order:started t1:lookup_order:finished" || !callStreamed {
+		t.Fatalf("tool progress %v, call streamed %v", progress, callStreamed)
+	}
 }
 
 // crashAfter cancels the run once n tool results are recorded: the process
