@@ -60,6 +60,9 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 	if err != nil {
 		return nil, err
 	}
+	if onDelta == nil {
+		onDelta = func(Delta) {}
+	}
 	for i, b := range resp.Message.Content {
 		switch {
 		case b.Text != "":

@@ -97,6 +97,9 @@ func (m *Model) Stream(ctx context.Context, req *agent.Request, onDelta func(age
 	if err != nil {
 		return nil, mapError(ctx, err)
 	}
+	if onDelta == nil {
+		onDelta = func(agent.Delta) {}
+	}
 	stream := out.GetStream()
 	defer stream.Close()
 	type block struct {
@@ -285,9 +288,13 @@ func convertBlocks(content []agent.Block) ([]types.ContentBlock, error) {
 			if b.ToolResult.Error {
 				status = types.ToolResultStatusError
 			}
+			content := b.ToolResult.Content
+			if strings.TrimSpace(content) == "" {
+				content = "(no output)" // Bedrock refuses blank text
+			}
 			out = append(out, &types.ContentBlockMemberToolResult{Value: types.ToolResultBlock{
 				ToolUseId: aws.String(b.ToolResult.ToolCallID),
-				Content:   []types.ToolResultContentBlock{&types.ToolResultContentBlockMemberText{Value: b.ToolResult.Content}},
+				Content:   []types.ToolResultContentBlock{&types.ToolResultContentBlockMemberText{Value: content}},
 				Status:    status,
 			}})
 		case b.Image != nil:

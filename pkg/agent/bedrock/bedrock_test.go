@@ -287,7 +287,7 @@ func TestStopReasons(t *testing.T) {
 			if err != nil || r1.StopReason != reason {
 				t.Fatalf("Converse: %v %v", r1, err)
 			}
-			r2, err := m.Stream(context.Background(), &agent.Request{Messages: []agent.Message{agent.UserText("hi")}}, func(agent.Delta) {})
+			r2, err := m.Stream(context.Background(), &agent.Request{Messages: []agent.Message{agent.UserText("hi")}}, nil) // nil: no deltas wanted
 			if err != nil || r2.StopReason != reason {
 				t.Fatalf("ConverseStream: %v %v", r2, err)
 			}
