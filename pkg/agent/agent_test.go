@@ -11,8 +11,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/store/sqlite"
 )
 
@@ -205,6 +209,15 @@ func (c *crashAfter) RecordTask(ctx context.Context, runID string, step int, r p
 func TestCrashAfterSecondToolCallResumesOnlyTheThird(t *testing.T) {
 	stores := map[string]func(t *testing.T) pregel.Checkpointer{
 		"memory": func(*testing.T) pregel.Checkpointer { return pregel.NewMemoryStore() },
+		// The store of the serverless runtime, on the moto emulator.
+		"dynamo": func(t *testing.T) pregel.Checkpointer {
+			srv := mototest.Start(t)
+			client := dynamodb.NewFromConfig(srv.Config)
+			if err := dynamo.CreateTable(t.Context(), client, "agent-crash"); err != nil {
+				t.Fatal(err)
+			}
+			return dynamo.New(client, "agent-crash")
+		},
 		"sqlite": func(t *testing.T) pregel.Checkpointer {
 			s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "agent.db"))
 			if err != nil {
