@@ -394,3 +394,24 @@ func TestAgentOnBedrock(t *testing.T) {
 		t.Fatalf("third request %s", raw)
 	}
 }
+
+// A stream that keeps breaking fails the run, after the model node's
+// retries, with a message that says what happened: no panic, no hang.
+func TestAgentOnBrokenStream(t *testing.T) {
+	broken := reply{frames: []eventstream.Message{textDelta(0, "x"), textDelta(0, "y")}, corrupt: true}
+	f, m := start(t, broken, broken)
+	g, err := agent.New(agent.Config{Model: m, ModelRetry: &pregel.RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, RetryIf: agent.IsRetryable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := g.Run(ctx, agent.TextInput("hi"))
+	if err == nil || res.Status != pregel.RunFailed || !strings.Contains(err.Error(), "no valid answer from Bedrock: decode event: message checksum mismatch") {
+		t.Fatalf("got %v: %v", res.Status, err)
+	}
+	t.Log(err)
+	if len(f.paths) != 2 {
+		t.Fatalf("%d calls, want 2 (one retry)", len(f.paths))
+	}
+}
