@@ -266,6 +266,7 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
+	var edited json.RawMessage
 	result := func(content string, isErr bool) (State, error) {
 		status := "finished"
 		if isErr {
@@ -275,7 +276,7 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 		return State{Messages: []Message{{
 			ID:      "tool-" + call.ID,
 			Role:    RoleTool,
-			Content: []Block{{ToolResult: &ToolResult{ToolCallID: call.ID, Content: content, Error: isErr}}},
+			Content: []Block{{ToolResult: &ToolResult{ToolCallID: call.ID, Content: content, Error: isErr, EditedInput: edited}}},
 		}}}, nil
 	}
 	tool := t.tools[call.Name]
@@ -298,7 +299,10 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 		switch ans.Decision {
 		case Approve:
 		case Edit:
-			input = ans.Input
+			input, edited = ans.Input, ans.Input
+			if !json.Valid(edited) {
+				edited, _ = json.Marshal(string(ans.Input)) // stored as text; validation reports it
+			}
 		case Reject:
 			msg := "the user rejected this call"
 			if ans.Message != "" {

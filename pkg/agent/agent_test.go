@@ -346,6 +346,9 @@ func TestApproval(t *testing.T) {
 			if r.Error != tt.wantError || !strings.Contains(r.Content, tt.wantResult) {
 				t.Fatalf("result %+v, want error=%v containing %q", r, tt.wantError, tt.wantResult)
 			}
+			if a, ok := tt.answer.(agent.Approval); ok && a.Decision == agent.Edit && string(r.EditedInput) != string(a.Input) {
+				t.Fatalf("edited input %s, want %s", r.EditedInput, a.Input)
+			}
 		})
 	}
 }

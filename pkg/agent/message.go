@@ -61,6 +61,10 @@ type ToolResult struct {
 	// Error marks a failed call: Content then says what went wrong, for
 	// the model to correct itself.
 	Error bool `json:"error,omitempty"`
+	// EditedInput, when set, holds the arguments the call ran with
+	// because an approver changed them (see [Edit]); the model's tool
+	// call keeps the arguments it asked for.
+	EditedInput json.RawMessage `json:"edited_input,omitempty"`
 }
 
 // Media is an image or a document, inline (Bytes) or in S3 (S3URI).

@@ -294,7 +294,7 @@ func convertBlocks(content []agent.Block) ([]types.ContentBlock, error) {
 			}
 			out = append(out, &types.ContentBlockMemberToolResult{Value: types.ToolResultBlock{
 				ToolUseId: aws.String(b.ToolResult.ToolCallID),
-				Content:   []types.ToolResultContentBlock{&types.ToolResultContentBlockMemberText{Value: content}},
+				Content:   resultContent(content, b.ToolResult.EditedInput),
 				Status:    status,
 			}})
 		case b.Image != nil:
@@ -325,6 +325,16 @@ func convertBlocks(content []agent.Block) ([]types.ContentBlock, error) {
 		}
 	}
 	return out, nil
+}
+
+// resultContent is a tool result's content, with a note telling the model
+// when an approver changed the arguments it asked for.
+func resultContent(content string, edited json.RawMessage) []types.ToolResultContentBlock {
+	out := []types.ToolResultContentBlock{&types.ToolResultContentBlockMemberText{Value: content}}
+	if len(edited) > 0 {
+		out = append(out, &types.ToolResultContentBlockMemberText{Value: "Note: a person reviewing this call changed its arguments to " + string(edited)})
+	}
+	return out
 }
 
 func source(m *agent.Media) (types.ImageSource, error) {

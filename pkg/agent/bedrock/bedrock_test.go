@@ -162,7 +162,7 @@ func conversation() *agent.Request {
 		Messages: []agent.Message{
 			agent.UserText("where are A-1 and B-2?"),
 			{Role: agent.RoleAssistant, Content: []agent.Block{{Text: "Looking."}, {ToolCall: &agent.ToolCall{ID: "t0", Name: "lookup_order", Input: json.RawMessage(`{"order_id":"Z-9"}`)}}}},
-			{Role: agent.RoleTool, Content: []agent.Block{{ToolResult: &agent.ToolResult{ToolCallID: "t0", Content: "no such order", Error: true}}}},
+			{Role: agent.RoleTool, Content: []agent.Block{{ToolResult: &agent.ToolResult{ToolCallID: "t0", Content: "no such order", Error: true, EditedInput: json.RawMessage(`{"order_id":"Z-8"}`)}}}},
 			{Role: agent.RoleTool, Content: []agent.Block{{Text: "and also this"}}},
 		},
 		Tools:     []agent.ToolSpec{lookupSpec},
@@ -228,7 +228,8 @@ func checkRequest(t *testing.T, req map[string]any) {
 		t.Fatalf("messages %s", raw)
 	}
 	tr, _ := got.Messages[2].Content[0]["toolResult"].(map[string]any)
-	if tr["toolUseId"] != "t0" || tr["status"] != "error" {
+	note, _ := json.Marshal(tr["content"])
+	if tr["toolUseId"] != "t0" || tr["status"] != "error" || !strings.Contains(string(note), `changed its arguments to {\"order_id\":\"Z-8\"}`) {
 		t.Fatalf("tool result %v", got.Messages[2].Content[0])
 	}
 	tu, _ := got.Messages[1].Content[1]["toolUse"].(map[string]any)
