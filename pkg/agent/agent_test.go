@@ -483,3 +483,42 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("a tool whose argument is not a struct was accepted")
 	}
 }
+
+// Two calls needing approval in one turn wait together; each is answered
+// by its interrupt id.
+func TestTwoApprovalsAnsweredByID(t *testing.T) {
+	ctx := context.Background()
+	var c calls
+	model := agent.ScriptedTurns(
+		answer(toolCall("t1", "refund", `{"order_id":"A-1","cents":100}`), toolCall("t2", "refund", `{"order_id":"B-2","cents":200}`)),
+		answer(agent.Block{Text: "Done."}),
+	)
+	g, err := agent.New(agent.Config{Model: model, Tools: []agent.Tool{refundTool(t, &c)}, Approve: []string{"refund"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := pregel.NewMemoryStore()
+	res, err := g.Run(ctx, agent.TextInput("refund both"), pregel.WithRunID("r"), pregel.WithStore(store))
+	if err != nil || res.Status != pregel.RunInterrupted || len(res.Interrupts) != 2 {
+		t.Fatalf("run: %v %v %+v", res.Status, err, res.Interrupts)
+	}
+	answers := map[string]any{}
+	for _, in := range res.Interrupts {
+		var req agent.ApprovalRequest
+		if err := json.Unmarshal(in.Value, &req); err != nil {
+			t.Fatal(err)
+		}
+		answers[in.ID] = agent.Approval{Decision: agent.Approve}
+		if req.ToolCall.ID == "t2" {
+			answers[in.ID] = agent.Approval{Decision: agent.Reject, Message: "too much"}
+		}
+	}
+	res, err = g.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResumeByID(answers))
+	if err != nil || res.Status != pregel.RunCompleted {
+		t.Fatalf("resume: %v %v", res.Status, err)
+	}
+	got := toolResults(decode(t, res))
+	if got["t1"].Error || got["t1"].Content != "refunded 100 cents on A-1" || !got["t2"].Error || c.get("refund:A-1:100") != 1 || len(c.n) != 1 {
+		t.Fatalf("results %+v, calls %v", got, c.n)
+	}
+}
