@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
@@ -41,6 +42,7 @@ func TestAssistantOnBedrockByEnv(t *testing.T) {
 		mu.Lock()
 		paths = append(paths, r.URL.Path)
 		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // see the fake Bedrock of pkg/agent/bedrock: the SDK races instant answers
 		w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 		for _, f := range [][2]string{
 			{"messageStart", `{"role":"assistant"}`},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -148,8 +149,14 @@ func New(cfg Config) (*pregel.Graph, error) {
 	}
 	tools := make(map[string]Tool, len(cfg.Tools))
 	specs := make([]ToolSpec, 0, len(cfg.Tools))
-	for _, t := range cfg.Tools {
+	for i, t := range cfg.Tools {
+		if t == nil {
+			return nil, fmt.Errorf("agent: Config.Tools[%d] is nil", i)
+		}
 		s := t.Spec()
+		if !toolName.MatchString(s.Name) {
+			return nil, fmt.Errorf("agent: tool name %q: use 1 to 64 letters, digits, _ or - (what models accept)", s.Name)
+		}
 		if tools[s.Name] != nil {
 			return nil, fmt.Errorf("agent: two tools are named %q", s.Name)
 		}
@@ -181,6 +188,9 @@ func New(cfg Config) (*pregel.Graph, error) {
 	}
 	return g, nil
 }
+
+// toolName is what model services accept as a tool's name.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // pendingCalls lists the tool calls of the last message when the model
 // wrote it: one tool task each.

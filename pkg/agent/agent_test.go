@@ -474,6 +474,8 @@ func TestConfigErrors(t *testing.T) {
 		{},
 		{Model: model, Tools: []agent.Tool{lookupTool(t, &c, nil), lookupTool(t, &c, nil)}},
 		{Model: model, Approve: []string{"nope"}},
+		{Model: model, Tools: []agent.Tool{nil}},
+		{Model: model, Tools: []agent.Tool{agent.MustTool("look up", "", func(context.Context, struct{}) (string, error) { return "", nil })}},
 	} {
 		if _, err := agent.New(cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)

@@ -63,6 +63,12 @@ func (f *fakeBedrock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rep := f.replies[0]
 	f.replies = f.replies[1:]
 	f.mu.Unlock()
+	// Answering within microseconds of the request, as only a loopback
+	// server can, races the SDK's HTTP/1.1 client: about one stream in 50
+	// then fails with "use of closed network connection" (the family of
+	// aws/aws-sdk-go-v2#1825). The adapter reports that as a retryable
+	// RequestFailed; the wait keeps these tests about the wire format.
+	time.Sleep(5 * time.Millisecond)
 	if rep.errType != "" {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Amzn-ErrorType", rep.errType+":http://internal.amazon.com/coral/com.amazon.bedrock/")
