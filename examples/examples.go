@@ -5,6 +5,7 @@ package examples
 import (
 	"fmt"
 
+	"github.com/superstep/superstep/examples/assistant"
 	"github.com/superstep/superstep/examples/loop"
 	"github.com/superstep/superstep/examples/triage"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -12,8 +13,9 @@ import (
 
 // builders lists the example graphs, each under its own package.
 var builders = []func() (*pregel.Graph, error){
-	triage.Graph, // "support-triage"
-	loop.Graph,   // "counter"
+	triage.Graph,    // "support-triage"
+	loop.Graph,      // "counter"
+	assistant.Graph, // "assistant"
 }
 
 // All compiles and returns every example graph, in a fixed order. Graph

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/superstep/superstep/examples/assistant"
 	"github.com/superstep/superstep/examples/loop"
 	"github.com/superstep/superstep/examples/triage"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -22,7 +23,7 @@ func TestAll(t *testing.T) {
 			t.Errorf("graph %q has no description", g.Name())
 		}
 	}
-	if want := []string{triage.Name, loop.Name}; !slices.Equal(names, want) {
+	if want := []string{triage.Name, loop.Name, assistant.Name}; !slices.Equal(names, want) {
 		t.Errorf("names = %v, want %v", names, want)
 	}
 }
@@ -30,8 +31,9 @@ func TestAll(t *testing.T) {
 // Every example runs from the JSON a client would send.
 func TestRunFromJSON(t *testing.T) {
 	inputs := map[string]string{
-		triage.Name: `{"ticket": {"id": "T-1", "from": "ana@example.com", "body": "I was charged twice"}}`,
-		loop.Name:   `{"limit": 3}`,
+		triage.Name:    `{"ticket": {"id": "T-1", "from": "ana@example.com", "body": "I was charged twice"}}`,
+		loop.Name:      `{"limit": 3}`,
+		assistant.Name: `{"messages": [{"role": "user", "content": [{"text": "refund A-1001"}]}]}`,
 	}
 	graphs, err := All()
 	if err != nil {

@@ -136,7 +136,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"run", "counter", "--bogus"}, "unknown flag: --bogus"},
 		{"run without graph", []string{"run"}, "missing GRAPH"},
 		{"run with two graphs", []string{"run", "counter", "support-triage"}, "takes 1 argument(s)"},
-		{"unknown graph", []string{"run", "nope", "--input", "{}"}, `graph "nope" is not registered; graphs are counter, support-triage`},
+		{"unknown graph", []string{"run", "nope", "--input", "{}"}, `graph "nope" is not registered; graphs are assistant, counter, support-triage`},
 		{"invalid JSON", []string{"run", "counter", "--input", "{"}, "--input is not valid JSON"},
 		{"empty input", []string{"run", "counter", "--input", " "}, "--input is empty"},
 		{"missing input file", []string{"run", "counter", "--input", "@/no/such/file.json"}, "no such file"},
@@ -552,7 +552,7 @@ func TestGraphCommands(t *testing.T) {
 		t.Errorf("graph list:\n%s", r.stdout)
 	}
 	var list []graphSummary
-	if err := json.Unmarshal([]byte(h.run("graph", "list", "--json").want(t, ExitOK).stdout), &list); err != nil || len(list) != 2 {
+	if err := json.Unmarshal([]byte(h.run("graph", "list", "--json").want(t, ExitOK).stdout), &list); err != nil || len(list) != 3 {
 		t.Errorf("graph list --json: %v %+v", err, list)
 	}
 	h.env[ExecLogEnv] = filepath.Join(h.dir, "log")

@@ -1,0 +1,343 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+// State is the state of the prebuilt agent: the conversation and the
+// tokens it cost.
+type State struct {
+	Messages []Message   `json:"messages" reduce:"messages"`
+	Usage    UsageTotals `json:"usage,omitzero" reduce:"usage"`
+}
+
+// Node names of the prebuilt agent.
+const (
+	ModelNode = "model"
+	ToolsNode = "tools"
+)
+
+// Names of the events the agent's nodes send with pregel.Emit.
+const (
+	// EventMessageDelta carries a [MessageDelta]: a piece of the model's
+	// answer, sent while the model node runs.
+	EventMessageDelta = "message_delta"
+	// EventToolCall carries a [ToolProgress]: a tool call starting or
+	// finishing.
+	EventToolCall = "tool_call"
+)
+
+// MessageDelta is the payload of an [EventMessageDelta] event: a piece of
+// the answer that will be stored as the message MessageID.
+type MessageDelta struct {
+	MessageID string `json:"message_id"`
+	Delta
+}
+
+// ToolProgress is the payload of an [EventToolCall] event.
+type ToolProgress struct {
+	ToolCallID string `json:"tool_call_id"`
+	Name       string `json:"name"`
+	// Status is "started", "finished" or "failed".
+	Status string `json:"status"`
+}
+
+// ApprovalRequest is the value of the interrupt a tool call waits on when
+// its tool needs approval (see [Config.Approve]).
+type ApprovalRequest struct {
+	// Kind is "tool_approval".
+	Kind     string   `json:"kind"`
+	ToolCall ToolCall `json:"tool_call"`
+}
+
+// Decision is what an approver decided about a tool call.
+type Decision string
+
+// Decisions.
+const (
+	Approve Decision = "approve" // call the tool as the model asked
+	Edit    Decision = "edit"    // call it with Approval.Input instead
+	Reject  Decision = "reject"  // do not call it; tell the model Approval.Message
+)
+
+// Approval answers an [ApprovalRequest]: resume the run with it. Plain
+// text is accepted too: "approve", "reject", or any other text, which
+// rejects the call with that text as the message.
+type Approval struct {
+	Decision Decision `json:"decision"`
+	// Input replaces the call's arguments when Decision is Edit.
+	Input json.RawMessage `json:"input,omitempty"`
+	// Message is told to the model when Decision is Reject.
+	Message string `json:"message,omitempty"`
+}
+
+// UnmarshalJSON reads an Approval from its object or from plain text.
+func (a *Approval) UnmarshalJSON(b []byte) error {
+	var text string
+	if err := json.Unmarshal(b, &text); err == nil {
+		switch d := Decision(strings.ToLower(strings.TrimSpace(text))); d {
+		case Approve, Reject:
+			*a = Approval{Decision: d}
+		default:
+			*a = Approval{Decision: Reject, Message: text}
+		}
+		return nil
+	}
+	type plain Approval
+	return json.Unmarshal(b, (*plain)(a))
+}
+
+// Config configures the prebuilt agent.
+type Config struct {
+	// Name is the graph's name (default "agent").
+	Name        string
+	Description string
+	// Model answers; required.
+	Model ChatModel
+	// System is the system prompt.
+	System string
+	// Tools the model may call.
+	Tools []Tool
+	// Approve names tools whose every call waits for an [Approval]: the
+	// run is interrupted with an [ApprovalRequest] before the call.
+	Approve []string
+	// MaxTokens and Temperature are passed to the model.
+	MaxTokens   int
+	Temperature *float64
+	// MaxTurns bounds the model turns of a run (default 25); a run that
+	// reaches it fails with pregel.ErrStepLimit.
+	MaxTurns int
+	// ModelRetry is the model node's retry policy (default: 4 attempts,
+	// retrying the errors [IsRetryable] accepts).
+	ModelRetry *pregel.RetryPolicy
+	// ToolRetry is each tool call's retry policy (default: one attempt).
+	// Once its attempts are spent, the tool's error goes to the model as
+	// a failed tool result; the run goes on.
+	ToolRetry pregel.RetryPolicy
+	// Generate, when set, calls the model without streaming: no
+	// [EventMessageDelta] events are sent.
+	Generate bool
+	// Concurrency bounds the tool calls that run at once (default 16).
+	Concurrency int
+}
+
+// New builds the prebuilt agent: a model node that answers the
+// conversation and, while it asks for tools, a tool node that runs each
+// tool call as its own task, back to the model, until the model stops.
+func New(cfg Config) (*pregel.Graph, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("agent: Config.Model is required")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "agent"
+	}
+	if cfg.MaxTurns <= 0 {
+		cfg.MaxTurns = 25
+	}
+	modelRetry := pregel.RetryPolicy{MaxAttempts: 4, RetryIf: IsRetryable}
+	if cfg.ModelRetry != nil {
+		modelRetry = *cfg.ModelRetry
+	}
+	tools := make(map[string]Tool, len(cfg.Tools))
+	specs := make([]ToolSpec, 0, len(cfg.Tools))
+	for i, t := range cfg.Tools {
+		if t == nil {
+			return nil, fmt.Errorf("agent: Config.Tools[%d] is nil", i)
+		}
+		s := t.Spec()
+		if !toolName.MatchString(s.Name) {
+			return nil, fmt.Errorf("agent: tool name %q: use 1 to 64 letters, digits, _ or - (what models accept)", s.Name)
+		}
+		if tools[s.Name] != nil {
+			return nil, fmt.Errorf("agent: two tools are named %q", s.Name)
+		}
+		tools[s.Name] = t
+		specs = append(specs, s)
+	}
+	for _, name := range cfg.Approve {
+		if tools[name] == nil {
+			return nil, fmt.Errorf("agent: Config.Approve names %q, which is not among the tools", name)
+		}
+	}
+	m := &modelNode{cfg: &cfg, specs: specs}
+	tn := &toolNode{cfg: &cfg, tools: tools}
+	b := Register(pregel.NewGraph[State](cfg.Name)).Describe(cfg.Description)
+	b.AddNode(ModelNode, m, pregel.Writes("messages", "usage"), pregel.WithRetry(modelRetry),
+		pregel.Describe("Model", "Answers the conversation, possibly asking for tools"))
+	b.AddNode(ToolsNode, tn, pregel.Writes("messages"), pregel.WithRetry(cfg.ToolRetry),
+		pregel.Describe("Tools", "Runs one tool call of the model's last turn"))
+	b.AddEdge(pregel.Start, ModelNode)
+	b.AddFanOut(ModelNode, ToolsNode, pendingCalls)
+	b.AddConditionalEdges(ToolsNode, afterTools, ModelNode, pregel.End)
+	opts := []pregel.CompileOption{pregel.MaxSteps(2 * cfg.MaxTurns)}
+	if cfg.Concurrency > 0 {
+		opts = append(opts, pregel.Concurrency(cfg.Concurrency))
+	}
+	g, err := b.Compile(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return g, nil
+}
+
+// toolName is what model services accept as a tool's name.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// pendingCalls lists the tool calls of the last message when the model
+// wrote it: one tool task each.
+func pendingCalls(_ context.Context, st State) ([]any, error) {
+	if len(st.Messages) == 0 {
+		return nil, nil
+	}
+	last := st.Messages[len(st.Messages)-1]
+	if last.Role != RoleAssistant {
+		return nil, nil
+	}
+	calls := last.ToolCalls()
+	out := make([]any, len(calls))
+	for i, c := range calls {
+		out[i] = c
+	}
+	return out, nil
+}
+
+// afterTools goes back to the model when tool results wait for it.
+func afterTools(_ context.Context, st State) ([]string, error) {
+	if n := len(st.Messages); n > 0 && st.Messages[n-1].Role == RoleTool {
+		return []string{ModelNode}, nil
+	}
+	return []string{pregel.End}, nil
+}
+
+type modelNode struct {
+	cfg   *Config
+	specs []ToolSpec
+}
+
+func (m *modelNode) Execute(ctx context.Context, st State) (State, error) {
+	if len(st.Messages) == 0 {
+		return State{}, errors.New("the conversation is empty: start the run with at least one user message")
+	}
+	req := &Request{System: m.cfg.System, Messages: st.Messages, Tools: m.specs, MaxTokens: m.cfg.MaxTokens, Temperature: m.cfg.Temperature}
+	info, _ := pregel.TaskFrom(ctx)
+	id := "msg-" + info.TaskID
+	var (
+		resp *Response
+		err  error
+	)
+	if m.cfg.Generate {
+		resp, err = m.cfg.Model.Generate(ctx, req)
+	} else {
+		resp, err = m.cfg.Model.Stream(ctx, req, func(d Delta) {
+			_ = pregel.Emit(ctx, EventMessageDelta, MessageDelta{MessageID: id, Delta: d})
+		})
+	}
+	if err != nil {
+		return State{}, err
+	}
+	if resp == nil || resp.Message.empty() {
+		reason := StopReason("")
+		if resp != nil {
+			reason = resp.StopReason
+		}
+		return State{}, fmt.Errorf("the model returned an empty answer (stop reason %q); check the model id, the prompt and MaxTokens", reason)
+	}
+	msg := resp.Message
+	msg.ID, msg.Role = id, RoleAssistant
+	msg.Content = slices.Clone(msg.Content)
+	for i, b := range msg.Content {
+		// Arguments that are not JSON are kept as a JSON string: the
+		// tool's validation then tells the model what is wrong.
+		if c := b.ToolCall; c != nil && len(c.Input) > 0 && !json.Valid(c.Input) {
+			fixed := *c
+			fixed.Input, _ = json.Marshal(string(c.Input))
+			msg.Content[i].ToolCall = &fixed
+		}
+	}
+	return State{Messages: []Message{msg}, Usage: NodeUsage(info.Node, resp.Usage)}, nil
+}
+
+type toolNode struct {
+	cfg   *Config
+	tools map[string]Tool
+}
+
+func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
+	call, err := pregel.Arg[ToolCall](ctx)
+	if err != nil {
+		return State{}, err
+	}
+	var edited json.RawMessage
+	result := func(content string, isErr bool) (State, error) {
+		status := "finished"
+		if isErr {
+			status = "failed"
+		}
+		_ = pregel.Emit(ctx, EventToolCall, ToolProgress{ToolCallID: call.ID, Name: call.Name, Status: status})
+		return State{Messages: []Message{{
+			ID:      "tool-" + call.ID,
+			Role:    RoleTool,
+			Content: []Block{{ToolResult: &ToolResult{ToolCallID: call.ID, Content: content, Error: isErr, EditedInput: edited}}},
+		}}}, nil
+	}
+	tool := t.tools[call.Name]
+	if tool == nil {
+		names := slices.Sorted(func(yield func(string) bool) {
+			for n := range t.tools {
+				if !yield(n) {
+					return
+				}
+			}
+		})
+		return result(fmt.Sprintf("there is no tool named %q; the tools are: %s", call.Name, strings.Join(names, ", ")), true)
+	}
+	input := call.Input
+	if slices.Contains(t.cfg.Approve, call.Name) {
+		ans, err := pregel.Interrupt[Approval](ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call})
+		if err != nil {
+			return State{}, err
+		}
+		switch ans.Decision {
+		case Approve:
+		case Edit:
+			input, edited = ans.Input, ans.Input
+			if !json.Valid(edited) {
+				edited, _ = json.Marshal(string(ans.Input)) // stored as text; validation reports it
+			}
+		case Reject:
+			msg := "the user rejected this call"
+			if ans.Message != "" {
+				msg += ": " + ans.Message
+			}
+			return result(msg, true)
+		default:
+			slog.WarnContext(ctx, "agent: unknown approval decision", "decision", ans.Decision, "tool", call.Name)
+			return result(fmt.Sprintf("the call was not approved: the approver's answer %q is not approve, edit or reject", ans.Decision), true)
+		}
+	}
+	_ = pregel.Emit(ctx, EventToolCall, ToolProgress{ToolCallID: call.ID, Name: call.Name, Status: "started"})
+	out, err := tool.Call(ctx, input)
+	switch {
+	case err == nil:
+		return result(out, false)
+	case errors.Is(err, ErrInvalidArguments):
+		return result(fmt.Sprintf("tool %q: %v; call it again with arguments that fit its input schema", call.Name, err), true)
+	case ctx.Err() != nil:
+		return State{}, err
+	}
+	info, _ := pregel.TaskFrom(ctx)
+	p := t.cfg.ToolRetry
+	if info.Attempt < p.MaxAttempts && (p.RetryIf == nil || p.RetryIf(err)) {
+		return State{}, err // pregel retries the call
+	}
+	return result(fmt.Sprintf("tool %q failed: %v", call.Name, err), true)
+}
