@@ -17,7 +17,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/superstep/superstep/internal/cli"
+	"github.com/superstep/superstep/pkg/superstep"
 )
 
 func main() {

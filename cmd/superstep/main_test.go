@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/internal/cli"
+	"github.com/superstep/superstep/pkg/superstep"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/store/sqlite"
