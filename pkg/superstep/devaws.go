@@ -1,4 +1,4 @@
-package cli
+package superstep
 
 import (
 	"cmp"
@@ -90,7 +90,7 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 	if af.waitTime < 0 || af.waitTime > 20*time.Second {
 		return badInput(fmt.Errorf("--wait-time %v: want 0 to 20s", af.waitTime))
 	}
-	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	log := env.logger(level)
 	reg, err := env.registry()
 	if err != nil {
 		return err
@@ -125,8 +125,11 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 		}
 	}
 	cfg.APIToken = cmp.Or(f.token, env.getenv(serverless.EnvAPIToken))
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody})
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody, Middleware: env.s.wrap})
 	if err != nil {
+		return badInput(err)
+	}
+	if err := env.s.mount(app.API); err != nil {
 		return badInput(err)
 	}
 	// Reading a run that does not exist proves the table is there.
