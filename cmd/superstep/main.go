@@ -24,5 +24,5 @@ import (
 )
 
 func main() {
-	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...))
+	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...), superstep.WithInitCommand())
 }

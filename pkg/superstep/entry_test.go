@@ -191,3 +191,27 @@ func waitURL(t *testing.T, out, errb *syncBuffer, code chan int) string {
 	t.Fatalf("dev printed no URL:\n%s", errb.String())
 	return ""
 }
+
+// TestInitCommand: init writes a project, refuses a non-empty directory
+// and an invalid module path with exit 2 and nothing written, and only
+// the programs that ask for it have it.
+func TestInitCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "orders")
+	r := runWith(t, nil, []string{"init", dir, "--module", "github.com/you/orders"}, WithGraphs(loop.Graph), WithInitCommand()).want(t, ExitOK)
+	if !strings.Contains(r.stdout, "main.go") || !strings.Contains(r.stdout, "make run") {
+		t.Errorf("init said:\n%s", r.stdout)
+	}
+	r = runWith(t, nil, []string{"init", dir}, WithGraphs(loop.Graph), WithInitCommand()).want(t, ExitUsage)
+	if !strings.Contains(r.stderr, "is not empty") {
+		t.Errorf("init into a non-empty dir: %s", r.stderr)
+	}
+	fresh := filepath.Join(t.TempDir(), "x")
+	r = runWith(t, nil, []string{"init", fresh, "--module", "Not A Path"}, WithGraphs(loop.Graph), WithInitCommand()).want(t, ExitUsage)
+	if !strings.Contains(r.stderr, `invalid module path "Not A Path"`) {
+		t.Errorf("init with a bad module: %s", r.stderr)
+	}
+	if _, err := os.Stat(fresh); err == nil {
+		t.Error("init with a bad module path created the directory")
+	}
+	runWith(t, nil, []string{"init", filepath.Join(t.TempDir(), "y")}, WithGraphs(loop.Graph)).want(t, ExitUsage)
+}

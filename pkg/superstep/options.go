@@ -27,6 +27,7 @@ type settings struct {
 	routes      []route
 	function    string
 	lambdaStart func(handler any) // tests replace lambda.Start
+	initCmd     bool
 
 	reg *runs.Registry // built by Run from builders
 }

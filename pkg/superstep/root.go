@@ -180,6 +180,9 @@ dev server with "superstep runs".`,
 		newRunsCmd(env),
 		newGraphCmd(env),
 	)
+	if env.s.initCmd {
+		root.AddCommand(newInitCmd(env))
+	}
 	return root
 }
 
