@@ -226,7 +226,15 @@ func (l *lockedBuffer) String() string {
 // it serves.
 func startDev(t *testing.T, dir string, env ...string) *dev {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--addr", "127.0.0.1:0", "--dir", dir, "--grace", "5s")
+	return startServer(t, bin, "", env, "dev", "--addr", "127.0.0.1:0", "--dir", dir, "--grace", "5s")
+}
+
+// startServer starts program (with args, in workdir) and waits until it
+// prints that it serves.
+func startServer(t *testing.T, program, workdir string, env []string, args ...string) *dev {
+	t.Helper()
+	cmd := exec.Command(program, args...)
+	cmd.Dir = workdir
 	cmd.Env = append(cleanEnv(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
