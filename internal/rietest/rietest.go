@@ -70,7 +70,8 @@ func Binary(t testing.TB) string {
 // targets do for Lambda.
 func BuildBootstrap(t testing.TB, dir, pkg, out string, env ...string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, pkg)
+	// No -trimpath: the build reuses what the tests compiled.
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "GOOS=linux", "GOARCH="+runtime.GOARCH, "CGO_ENABLED=0"), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
