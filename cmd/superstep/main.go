@@ -8,6 +8,7 @@
 //	superstep runs list|show|create|drain|cancel|resume
 //	                                         talk to a running dev server
 //	superstep graph list|show                the registered graphs, as Mermaid
+//	superstep invoke FUNCTION --event FILE   one Lambda handler, here, on one event
 //
 // Exit codes: 0 completed, 1 failed (or an error), 2 usage or bad input,
 // 3 interrupted, 4 drained, 5 cancelled. It is a program like the one

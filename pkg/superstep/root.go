@@ -179,6 +179,7 @@ dev server with "superstep runs".`,
 		newDevCmd(env),
 		newRunsCmd(env),
 		newGraphCmd(env),
+		newInvokeCmd(env),
 	)
 	if env.s.initCmd {
 		root.AddCommand(newInitCmd(env))
