@@ -27,7 +27,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.3 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.51.8 // indirect
 	go.yaml.in/yaml/v3 v3.0.4
-	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/mod v0.42.0
 	golang.org/x/net v0.49.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.33.0 // indirect

@@ -18,6 +18,12 @@ var builders = []func() (*pregel.Graph, error){
 	assistant.Graph, // "assistant"
 }
 
+// Graphs returns the functions that compile the example graphs, in a
+// fixed order, e.g. for superstep.WithGraphs(examples.Graphs()...).
+func Graphs() []func() (*pregel.Graph, error) {
+	return append([]func() (*pregel.Graph, error)(nil), builders...)
+}
+
 // All compiles and returns every example graph, in a fixed order. Graph
 // names are unique.
 func All() ([]*pregel.Graph, error) {

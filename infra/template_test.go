@@ -568,7 +568,7 @@ func TestFunctionPermissions(t *testing.T) {
 		if tt.fn == "SweepFunction" {
 			continue // TestSweepPermissions
 		}
-		for _, a := range []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query"} {
+		for _, a := range []string{"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"} {
 			if !slices.Contains(ddb["Table.Arn"], a) {
 				t.Errorf("%s has dynamodb actions %v, want %s on the table", tt.fn, ddb, a)
 			}

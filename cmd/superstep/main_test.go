@@ -21,10 +21,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/internal/cli"
+	"github.com/superstep/superstep/internal/graphs"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/store/sqlite"
+	cli "github.com/superstep/superstep/pkg/superstep"
 )
 
 // bin is the superstep binary built by TestMain.
@@ -55,8 +56,8 @@ type outcome struct {
 	stdout, stderr string
 }
 
-// superstep runs the binary to its end.
-func superstep(t *testing.T, env []string, args ...string) outcome {
+// runBinary runs the binary to its end.
+func runBinary(t *testing.T, env []string, args ...string) outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -128,7 +129,7 @@ const triageInput = "@../../examples/triage/input.json"
 
 func TestRunCounter(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "s.db")
-	o := superstep(t, nil, "run", "counter", "--input", `{"limit": 3}`, "--store", store).want(t, 0)
+	o := runBinary(t, nil, "run", "counter", "--input", `{"limit": 3}`, "--store", store).want(t, 0)
 	for _, s := range []string{"STEP  NODE   STATUS     ATTEMPTS  REASON\n1     count  completed  1         -\n", `"count": 3`, "completed at step 3"} {
 		if !strings.Contains(o.stdout, s) {
 			t.Errorf("stdout lacks %q:\n%s", s, o.stdout)
@@ -137,12 +138,12 @@ func TestRunCounter(t *testing.T) {
 	if !strings.Contains(o.stderr, "step 3  committed in") {
 		t.Errorf("no progress on stderr:\n%s", o.stderr)
 	}
-	superstep(t, nil, "run", "counter", "--input", `{"limit": 0}`, "--store", store).want(t, 2)
+	runBinary(t, nil, "run", "counter", "--input", `{"limit": 0}`, "--store", store).want(t, 2)
 }
 
 func TestRunTriageWithAnswer(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "s.db")
-	r := superstep(t, nil, "run", "support-triage", "--input", triageInput, "--answer", "approve", "--store", store, "--json").want(t, 0).result(t)
+	r := runBinary(t, nil, "run", "support-triage", "--input", triageInput, "--answer", "approve", "--store", store, "--json").want(t, 0).result(t)
 	if r.Status != pregel.RunCompleted || channel[string](t, r.Values, "outcome") != "sent" {
 		t.Errorf("result %+v", r)
 	}
@@ -150,7 +151,7 @@ func TestRunTriageWithAnswer(t *testing.T) {
 
 func TestInterruptedRunResumes(t *testing.T) {
 	store := filepath.Join(t.TempDir(), "s.db")
-	o := superstep(t, nil, "run", "support-triage", "--input", triageInput, "--store", store, "--json").want(t, 3)
+	o := runBinary(t, nil, "run", "support-triage", "--input", triageInput, "--store", store, "--json").want(t, 3)
 	r := o.result(t)
 	if r.Status != pregel.RunInterrupted || len(r.Interrupts) != 1 || r.Interrupts[0].Node != "review" {
 		t.Fatalf("result %+v", r)
@@ -158,7 +159,7 @@ func TestInterruptedRunResumes(t *testing.T) {
 	if hint := "superstep resume " + r.RunID + " --store " + store + " --answer VALUE"; !strings.Contains(o.stderr, hint) {
 		t.Errorf("stderr lacks %q:\n%s", hint, o.stderr)
 	}
-	r = superstep(t, nil, "resume", r.RunID, "--answer", `{"approved": false, "note": "too terse"}`, "--store", store, "--json").want(t, 0).result(t)
+	r = runBinary(t, nil, "resume", r.RunID, "--answer", `{"approved": false, "note": "too terse"}`, "--store", store, "--json").want(t, 0).result(t)
 	if channel[string](t, r.Values, "outcome") != "escalated" || !strings.Contains(channel[string](t, r.Values, "escalation"), "too terse") {
 		t.Errorf("result %+v", r)
 	}
@@ -168,8 +169,8 @@ func TestInterruptedRunResumes(t *testing.T) {
 func TestRunSignalDrains(t *testing.T) {
 	dir := t.TempDir()
 	store, log := filepath.Join(dir, "s.db"), filepath.Join(dir, "exec.log")
-	env := []string{cli.ExecLogEnv + "=" + log}
-	cmd := exec.Command(bin, "run", cli.ExecLogGraph, "--input", `{"rounds": 2, "slow_ms": 300}`, "--store", store, "--json")
+	env := []string{graphs.ExecLogEnv + "=" + log}
+	cmd := exec.Command(bin, "run", graphs.ExecLogGraph, "--input", `{"rounds": 2, "slow_ms": 300}`, "--store", store, "--json")
 	cmd.Env = append(cleanEnv(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -189,7 +190,7 @@ func TestRunSignalDrains(t *testing.T) {
 	if r.DrainReason != "signal: interrupt" || r.Step != 2 {
 		t.Errorf("drained with %q at step %d, want signal: interrupt at step 2", r.DrainReason, r.Step)
 	}
-	r = superstep(t, env, "resume", r.RunID, "--store", store, "--json").want(t, 0).result(t)
+	r = runBinary(t, env, "resume", r.RunID, "--store", store, "--json").want(t, 0).result(t)
 	if len(channel[[]string](t, r.Values, "done")) != 4 {
 		t.Errorf("resumed: %+v", r)
 	}
@@ -225,7 +226,15 @@ func (l *lockedBuffer) String() string {
 // it serves.
 func startDev(t *testing.T, dir string, env ...string) *dev {
 	t.Helper()
-	cmd := exec.Command(bin, "dev", "--addr", "127.0.0.1:0", "--dir", dir, "--grace", "5s")
+	return startServer(t, bin, "", env, "dev", "--addr", "127.0.0.1:0", "--dir", dir, "--grace", "5s")
+}
+
+// startServer starts program (with args, in workdir) and waits until it
+// prints that it serves.
+func startServer(t *testing.T, program, workdir string, env []string, args ...string) *dev {
+	t.Helper()
+	cmd := exec.Command(program, args...)
+	cmd.Dir = workdir
 	cmd.Env = append(cleanEnv(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -370,20 +379,20 @@ func TestDevServesRuns(t *testing.T) {
 	}
 	// The CLI talks to it too.
 	env := []string{cli.ServerEnv + "=" + d.url}
-	o := superstep(t, env, "runs", "list").want(t, 0)
+	o := runBinary(t, env, "runs", "list").want(t, 0)
 	if !strings.Contains(o.stdout, "c1") || !strings.Contains(o.stdout, "completed") {
 		t.Errorf("runs list:\n%s", o.stdout)
 	}
-	o = superstep(t, env, "runs", "create", "support-triage", "--input", triageInput, "--run-id", "t1", "--wait").want(t, 3)
-	o = superstep(t, env, "runs", "resume", "t1", "--answer", "approve", "--wait").want(t, 0)
+	o = runBinary(t, env, "runs", "create", "support-triage", "--input", triageInput, "--run-id", "t1", "--wait").want(t, 3)
+	o = runBinary(t, env, "runs", "resume", "t1", "--answer", "approve", "--wait").want(t, 0)
 	if !strings.Contains(o.stdout, "completed at step 8") {
 		t.Errorf("runs resume:\n%s", o.stdout)
 	}
-	o = superstep(t, env, "graph", "show", "support-triage", "--run", "t1").want(t, 0)
+	o = runBinary(t, env, "graph", "show", "support-triage", "--run", "t1").want(t, 0)
 	if !strings.Contains(o.stdout, "class send_reply completed") {
 		t.Errorf("graph show:\n%s", o.stdout)
 	}
-	superstep(t, env, "runs", "show", "nope").want(t, 2)
+	runBinary(t, env, "runs", "show", "nope").want(t, 2)
 	if code := d.stop(syscall.SIGTERM); code != 0 {
 		t.Errorf("dev exited with %d", code)
 	}
@@ -439,9 +448,9 @@ func execLines(s string) [][3]string {
 func TestDevCrashRecovery(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "exec.log")
-	env := cli.ExecLogEnv + "=" + log
+	env := graphs.ExecLogEnv + "=" + log
 	d := startDev(t, dir, env)
-	d.create(cli.ExecLogGraph, "crash1", `{"rounds": 3, "fast_ms": 10, "slow_ms": 1500}`)
+	d.create(graphs.ExecLogGraph, "crash1", `{"rounds": 3, "fast_ms": 10, "slow_ms": 1500}`)
 
 	waitFor(t, "a recorded task in a step in progress", func() bool {
 		_, pending := recorded(t, filepath.Join(dir, cli.StoreFile), "crash1")

@@ -1,11 +1,18 @@
 // Command api is the api Lambda function: it serves the HTTP API (API
 // Gateway HTTP API, payload format 2.0) and starts runs from EventBridge
 // superstep.StartRun events and start-queue messages.
-// Configuration is read from the environment; see pkg/serverless/README.md.
+// It is the program pkg/superstep makes of the example graphs, built for
+// this function alone (superstep.WithFunction). Configuration is read from
+// the environment; see pkg/serverless/README.md.
 package main
 
-import "github.com/superstep/superstep/pkg/serverless"
+import (
+	"os"
+
+	"github.com/superstep/superstep/internal/graphs"
+	"github.com/superstep/superstep/pkg/superstep"
+)
 
 func main() {
-	serverless.Main("api", func(a *serverless.App) any { return a.HandleAPI })
+	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...), superstep.WithFunction("api"))
 }

@@ -1,10 +1,17 @@
 // Command node is the node Lambda function: it executes one remote node
 // task per message.
-// Configuration is read from the environment; see pkg/serverless/README.md.
+// It is the program pkg/superstep makes of the example graphs, built for
+// this function alone (superstep.WithFunction). Configuration is read from
+// the environment; see pkg/serverless/README.md.
 package main
 
-import "github.com/superstep/superstep/pkg/serverless"
+import (
+	"os"
+
+	"github.com/superstep/superstep/internal/graphs"
+	"github.com/superstep/superstep/pkg/superstep"
+)
 
 func main() {
-	serverless.Main("node", func(a *serverless.App) any { return a.HandleNode })
+	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...), superstep.WithFunction("node"))
 }

@@ -1,10 +1,17 @@
 // Command tick is the tick Lambda function: it executes or commits one
 // superstep per tick message.
-// Configuration is read from the environment; see pkg/serverless/README.md.
+// It is the program pkg/superstep makes of the example graphs, built for
+// this function alone (superstep.WithFunction). Configuration is read from
+// the environment; see pkg/serverless/README.md.
 package main
 
-import "github.com/superstep/superstep/pkg/serverless"
+import (
+	"os"
+
+	"github.com/superstep/superstep/internal/graphs"
+	"github.com/superstep/superstep/pkg/superstep"
+)
 
 func main() {
-	serverless.Main("tick", func(a *serverless.App) any { return a.HandleTick })
+	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...), superstep.WithFunction("tick"))
 }

@@ -1,12 +1,13 @@
-// Package graphs is the one place that says which graphs a superstep
-// binary serves: the CLI (run, resume, dev) and the Lambdas register the
-// same graphs by calling [Registry].
+// Package graphs is the one place that says which graphs the repository's
+// own binaries serve: cmd/superstep and functions/* pass [Graphs] to
+// superstep.WithGraphs.
 package graphs
 
 import (
 	"fmt"
 
 	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
@@ -16,6 +17,22 @@ import (
 // it to check that a recovered run does not execute again a task whose
 // result was recorded. Leave it unset in real use.
 const ExecLogEnv = "SUPERSTEP_TEST_EXEC_LOG"
+
+// Graphs returns the functions that compile the graphs the repository's
+// binaries serve: the example graphs (examples.Graphs), plus the test-only
+// ExecLogGraph when getenv (nil: none) returns a file name for
+// ExecLogEnv.
+//
+//	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...))
+func Graphs(getenv func(string) string) []func() (*pregel.Graph, error) {
+	out := examples.Graphs()
+	if getenv != nil {
+		if path := getenv(ExecLogEnv); path != "" {
+			out = append(out, func() (*pregel.Graph, error) { return execLogGraph(path) })
+		}
+	}
+	return out
+}
 
 // Registry returns the graphs every superstep binary serves: the example
 // graphs (examples.All), plus the test-only ExecLogGraph when getenv (nil:

@@ -1,6 +1,8 @@
 // Package serverless holds superstep's Lambda handlers and their wiring,
-// shared by the four functions (functions/api, functions/tick,
-// functions/node, functions/sweep) and by the local serverless mode,
+// shared by the four Lambda functions of a deployment (a program built
+// with pkg/superstep serves them; the repository's are functions/api,
+// functions/tick, functions/node and functions/sweep) and by the local
+// serverless mode,
 // `superstep dev --aws`, which calls the same handlers from SQS pollers in
 // one process.
 //
@@ -40,7 +42,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/superstep/superstep/internal/graphs"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/runs"
@@ -151,6 +152,9 @@ type Options struct {
 	// MaxBodyBytes bounds HTTP request bodies (default
 	// api.DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// Middleware, when set, wraps the HTTP API (ServeHTTP and the API
+	// Gateway requests of HandleAPI), e.g. to log requests.
+	Middleware func(http.Handler) http.Handler
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -171,6 +175,9 @@ type App struct {
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
+
+	// handler is API behind Options.Middleware.
+	handler http.Handler
 }
 
 // New wires an App.
@@ -214,7 +221,12 @@ func New(o Options) (*App, error) {
 	// stream, so the cards say streaming is off, and a blocking send
 	// follows the run record.
 	httpAPI.Handle(a2a.Pattern, a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true)))
+	var handler http.Handler = httpAPI
+	if o.Middleware != nil {
+		handler = o.Middleware(httpAPI)
+	}
 	return &App{
+		handler: handler,
 		Config:  o.Config,
 		Logger:  log,
 		Service: svc,
@@ -226,24 +238,27 @@ func New(o Options) (*App, error) {
 	}, nil
 }
 
-// FromEnv wires the App of a Lambda function: the Config from the
-// environment, the AWS configuration from the SDK's default chain (which
-// honours AWS_ENDPOINT_URL and AWS_REGION), the graphs every superstep
-// binary serves, and a JSON logger on stdout (CloudWatch Logs).
-func FromEnv(ctx context.Context) (*App, error) {
+// FromEnv wires the App of a Lambda function serving o.Graphs: o.Config
+// is read from the environment ([ConfigFromEnv]; an APIToken set in
+// o.Config is kept when API_TOKEN is unset), o.AWS from the SDK's default
+// chain (which honours AWS_ENDPOINT_URL and AWS_REGION), and o.Logger, if
+// nil, is a JSON logger on stdout (CloudWatch Logs) at LOG_LEVEL.
+func FromEnv(ctx context.Context, o Options) (*App, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
+	if cfg.APIToken == "" {
+		cfg.APIToken = o.Config.APIToken
+	}
+	o.Config = cfg
+	if o.AWS, err = config.LoadDefaultConfig(ctx); err != nil {
 		return nil, fmt.Errorf("serverless: load the AWS configuration: %w", err)
 	}
-	reg, err := graphs.Registry(os.Getenv)
-	if err != nil {
-		return nil, fmt.Errorf("serverless: %w", err)
+	if o.Logger == nil {
+		o.Logger = NewLogger(os.Stdout, cfg.LogLevel)
 	}
-	return New(Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: NewLogger(os.Stdout, cfg.LogLevel)})
+	return New(o)
 }
 
 // NewLogger returns a JSON logger writing to w at level.
@@ -252,4 +267,11 @@ func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 }
 
 // ServeHTTP serves the HTTP API; App is an [http.Handler].
-func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.API.ServeHTTP(w, r) }
+// Requests pass through Options.Middleware first.
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.handler == nil {
+		a.API.ServeHTTP(w, r)
+		return
+	}
+	a.handler.ServeHTTP(w, r)
+}

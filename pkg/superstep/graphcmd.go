@@ -1,4 +1,4 @@
-package cli
+package superstep
 
 import (
 	"context"
@@ -108,7 +108,7 @@ the latest status of each node in that run: from the dev server when
 	}
 	f.register(c, env, "")
 	c.Flags().StringVar(&runID, "run", "", "colour the nodes by this run's node statuses")
-	c.Flags().StringVar(&store, "store", DefaultStore, "SQLite file to read the run from when no --server is set")
+	c.Flags().StringVar(&store, "store", env.storePath(), "SQLite file to read the run from when no --server is set")
 	c.PersistentFlags().Lookup("json").Usage = "print the graph as JSON (nodes, channels, mermaid, node_statuses)"
 	return c
 }

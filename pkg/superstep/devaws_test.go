@@ -1,4 +1,4 @@
-package cli
+package superstep
 
 import (
 	"context"
@@ -34,8 +34,8 @@ func TestDevAWS(t *testing.T) {
 	go func() {
 		// Short polls: mototest serialises the emulator's requests, so
 		// a long poll would hold up every other one.
-		code <- Main(context.Background(), env, []string{"dev", "--aws", "--endpoint", srv.URL, "--create", "--prefix", prefix,
-			"--addr", "127.0.0.1:0", "--token", "tok", "--wait-time", "0", "--grace", "2s"})
+		code <- Run(context.Background(), env, []string{"dev", "--aws", "--endpoint", srv.URL, "--create", "--prefix", prefix,
+			"--addr", "127.0.0.1:0", "--token", "tok", "--wait-time", "0", "--grace", "2s"}, testGraphs(nil))
 	}()
 	var url string
 	deadline := time.Now().Add(20 * time.Second)

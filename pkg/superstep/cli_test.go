@@ -1,9 +1,10 @@
-package cli
+package superstep
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/superstep/superstep/internal/graphs"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -78,7 +79,7 @@ func (h *harness) run(args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := Main(ctx, env, args)
+	code := Run(ctx, env, args, testGraphs(env.Getenv))
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
@@ -362,13 +363,13 @@ func execLog(t *testing.T, path string) map[string]int {
 func TestSignalDrains(t *testing.T) {
 	h := newHarness(t)
 	log := filepath.Join(h.dir, "exec.log")
-	h.env[ExecLogEnv] = log
+	h.env[graphs.ExecLogEnv] = log
 	h.signals = make(chan os.Signal, 2)
 	go func() {
 		waitForLine(t, log, " slow 2")
 		h.signals <- syscall.SIGTERM
 	}()
-	r := h.local("run", ExecLogGraph, "--input", `{"rounds": 3, "slow_ms": 100}`, "--json").want(t, ExitDrained)
+	r := h.local("run", graphs.ExecLogGraph, "--input", `{"rounds": 3, "slow_ms": 100}`, "--json").want(t, ExitDrained)
 	res := decodeResult(t, r)
 	if res.DrainReason != "signal: terminated" || res.Step != 2 {
 		t.Errorf("drained: reason %q at step %d, want signal: terminated at 2", res.DrainReason, res.Step)
@@ -391,7 +392,7 @@ func TestSignalDrains(t *testing.T) {
 func TestSignalCancelsAfterGrace(t *testing.T) {
 	h := newHarness(t)
 	log := filepath.Join(h.dir, "exec.log")
-	h.env[ExecLogEnv] = log
+	h.env[graphs.ExecLogEnv] = log
 	h.signals = make(chan os.Signal, 2)
 	go func() {
 		waitForLine(t, log, " slow 2")
@@ -399,7 +400,7 @@ func TestSignalCancelsAfterGrace(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		h.signals <- syscall.SIGINT
 	}()
-	r := h.local("run", ExecLogGraph, "--input", `{"rounds": 1, "fast_ms": 1, "slow_ms": 20000}`, "--grace", "10ms", "--json").want(t, ExitCancelled)
+	r := h.local("run", graphs.ExecLogGraph, "--input", `{"rounds": 1, "fast_ms": 1, "slow_ms": 20000}`, "--grace", "10ms", "--json").want(t, ExitCancelled)
 	res := decodeResult(t, r)
 	if res.Status != pregel.RunCancelled || res.Step != 1 {
 		t.Errorf("cancelled: %+v", res)
@@ -555,9 +556,9 @@ func TestGraphCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(h.run("graph", "list", "--json").want(t, ExitOK).stdout), &list); err != nil || len(list) != 3 {
 		t.Errorf("graph list --json: %v %+v", err, list)
 	}
-	h.env[ExecLogEnv] = filepath.Join(h.dir, "log")
-	if r := h.run("graph", "list").want(t, ExitOK); !strings.Contains(r.stdout, ExecLogGraph) {
-		t.Errorf("%s set, but the test graph is not listed:\n%s", ExecLogEnv, r.stdout)
+	h.env[graphs.ExecLogEnv] = filepath.Join(h.dir, "log")
+	if r := h.run("graph", "list").want(t, ExitOK); !strings.Contains(r.stdout, graphs.ExecLogGraph) {
+		t.Errorf("%s set, but the test graph is not listed:\n%s", graphs.ExecLogEnv, r.stdout)
 	}
 	r = h.run("graph", "show", "counter").want(t, ExitOK)
 	if !strings.HasPrefix(r.stdout, "flowchart TD\n") || strings.Contains(r.stdout, "classDef") {
@@ -621,7 +622,7 @@ func TestDevInProcess(t *testing.T) {
 	}
 	code := make(chan int, 1)
 	go func() {
-		code <- Main(context.Background(), env, []string{"dev", "--addr", "127.0.0.1:0", "--dir", dir, "--token", "tok", "--grace", "2s"})
+		code <- Run(context.Background(), env, []string{"dev", "--addr", "127.0.0.1:0", "--dir", dir, "--token", "tok", "--grace", "2s"}, testGraphs(env.Getenv))
 	}()
 	var url string
 	deadline := time.Now().Add(10 * time.Second)
@@ -737,7 +738,7 @@ func TestSignalEndsPrompt(t *testing.T) {
 	}
 	code := make(chan int, 1)
 	go func() {
-		code <- Main(context.Background(), env, []string{"run", "support-triage", "--input", triageInput(t), "--store", h.store})
+		code <- Run(context.Background(), env, []string{"run", "support-triage", "--input", triageInput(t), "--store", h.store}, testGraphs(env.Getenv))
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(errb.String(), "empty to stop): ") {
@@ -755,4 +756,10 @@ func TestSignalEndsPrompt(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the prompt did not end on a signal:\n%s", errb.String())
 	}
+}
+
+// testGraphs serves the example graphs, and the test graph when getenv
+// names its log (graphs.ExecLogEnv).
+func testGraphs(getenv func(string) string) Option {
+	return WithGraphs(graphs.Graphs(getenv)...)
 }

@@ -1,4 +1,4 @@
-package cli
+package superstep
 
 import (
 	"cmp"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -17,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/spf13/cobra"
 
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/inspector"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
 )
@@ -90,7 +91,7 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 	if af.waitTime < 0 || af.waitTime > 20*time.Second {
 		return badInput(fmt.Errorf("--wait-time %v: want 0 to 20s", af.waitTime))
 	}
-	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	log := env.logger(level)
 	reg, err := env.registry()
 	if err != nil {
 		return err
@@ -125,8 +126,11 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 		}
 	}
 	cfg.APIToken = cmp.Or(f.token, env.getenv(serverless.EnvAPIToken))
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody})
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody, Middleware: env.s.wrap})
 	if err != nil {
+		return badInput(err)
+	}
+	if err := env.s.mount(app.API); err != nil {
 		return badInput(err)
 	}
 	// Reading a run that does not exist proves the table is there.
@@ -150,11 +154,7 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 		<-polled
 		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
 	}
-	srv := &http.Server{
-		Handler:           app,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := api.NewServer(inspector.New(app), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

@@ -1,7 +1,8 @@
-package cli
+package superstep
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,7 @@ func (f *serverFlags) register(c *cobra.Command, env Env, defServer string) {
 	}
 	fl := c.PersistentFlags()
 	fl.StringVar(&f.server, "server", defServer, "`URL` of the superstep dev server (env "+ServerEnv+")")
-	fl.StringVar(&f.token, "token", env.getenv(TokenEnv), "bearer token of the server (env "+TokenEnv+")")
+	fl.StringVar(&f.token, "token", cmp.Or(env.getenv(TokenEnv), env.defaultToken()), "bearer token of the server (env "+TokenEnv+")")
 	fl.BoolVar(&f.json, "json", false, "print the server's JSON answer instead of a table")
 }
 

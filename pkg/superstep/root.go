@@ -1,11 +1,19 @@
-// Package cli implements the superstep command: running graphs on this
-// machine (run, resume), serving them over HTTP (dev), talking to a dev
-// server (runs) and showing graphs (graph).
+// Package superstep is the entry point of a program that serves your
+// graphs: one main function gives your binary the whole superstep command
+// (run, resume, dev, dev --aws, runs, graph) on your graphs, and when AWS
+// Lambda starts the binary it serves the Lambda function the deployment
+// names (api, tick, node or sweep):
+//
+//	func main() {
+//		superstep.Main(superstep.WithGraphs(orders.Graph, support.Graph))
+//	}
+//
+// `superstep init DIR` scaffolds such a project with a SAM template.
 //
 // Every command is built by a function from an [Env], so tests run the
-// command in-process with their own standard streams, environment and
-// signals; nothing is kept in package-level variables.
-package cli
+// command in-process with [Run] and their own standard streams,
+// environment and signals; nothing is kept in package-level variables.
+package superstep
 
 import (
 	"context"
@@ -18,6 +26,8 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // Env is what a command may touch of the process it runs in.
@@ -33,6 +43,9 @@ type Env struct {
 	// IsTerminal reports whether r is an interactive terminal, which
 	// lets run and resume prompt for answers. Nil: never.
 	IsTerminal func(r io.Reader) bool
+
+	// s holds what the options of Run chose.
+	s *settings
 }
 
 // OSEnv is the Env of the real process.
@@ -75,12 +88,35 @@ func (e Env) interactive() bool {
 	return e.IsTerminal != nil && e.Stdin != nil && e.IsTerminal(e.Stdin)
 }
 
-// Main runs the superstep command with args (without the program name)
-// and returns the process exit code.
-func Main(ctx context.Context, env Env, args []string) int {
+// Main is the body of a program's main function: it runs the superstep
+// command on the graphs the options give, with the process's arguments,
+// streams, environment and signals, and exits with the command's exit
+// code. When AWS Lambda starts the process (AWS_LAMBDA_RUNTIME_API is
+// set), it serves the Lambda function named by [WithFunction] or by the
+// [FunctionEnv] variable instead, until Lambda stops the process.
+func Main(opts ...Option) {
+	os.Exit(Run(context.Background(), OSEnv(), os.Args[1:], opts...))
+}
+
+// Run runs the superstep command with args (without the program name) on
+// the graphs the options give, and returns the process exit code. Bad
+// options (no graphs, two graphs with one name, a graph that does not
+// compile) exit with ExitUsage before anything runs. Started by Lambda
+// (env.Getenv("AWS_LAMBDA_RUNTIME_API") is set), Run serves the Lambda
+// function and returns only if it cannot start.
+func Run(ctx context.Context, env Env, args []string, opts ...Option) int {
+	s, err := newSettings(opts)
+	if err != nil {
+		fmt.Fprintf(errOut(env), "Error: %v\n", err)
+		return ExitUsage
+	}
+	env.s = s
+	if env.getenv(LambdaRuntimeEnv) != "" {
+		return serveLambda(ctx, env)
+	}
 	cmd := New(env)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	err = cmd.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}
@@ -99,8 +135,22 @@ func Main(ctx context.Context, env Env, args []string) int {
 	return ee.Code
 }
 
-// New builds the superstep root command and its subcommands.
+// errOut is env's stderr, or the process's.
+func errOut(env Env) io.Writer {
+	if env.Stderr == nil {
+		return os.Stderr
+	}
+	return env.Stderr
+}
+
+// New builds the superstep root command and its subcommands. The graphs
+// and settings are those of the options given to [Run]; New is for Run and
+// this package's tests.
 func New(env Env) *cobra.Command {
+	if env.s == nil {
+		env.s = &settings{storePath: DefaultStore}
+		env.s.reg, _ = runs.NewRegistry()
+	}
 	root := &cobra.Command{
 		Use:   "superstep",
 		Short: "Durable Pregel-style agent graphs",
@@ -129,7 +179,11 @@ dev server with "superstep runs".`,
 		newDevCmd(env),
 		newRunsCmd(env),
 		newGraphCmd(env),
+		newInvokeCmd(env),
 	)
+	if env.s.initCmd {
+		root.AddCommand(newInitCmd(env))
+	}
 	return root
 }
 

@@ -1,6 +1,7 @@
-package cli
+package superstep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,8 +67,8 @@ next start.`,
 	}
 	fl := c.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "`HOST:PORT` to listen on (port 0: any free port)")
-	fl.StringVar(&f.dir, "dir", filepath.Dir(DefaultStore), "`DIR`ectory of the SQLite store (created if missing)")
-	fl.StringVar(&f.token, "token", env.getenv(TokenEnv), "bearer token every request must present (env "+TokenEnv+"); empty: none")
+	fl.StringVar(&f.dir, "dir", filepath.Dir(env.storePath()), "`DIR`ectory of the SQLite store (created if missing)")
+	fl.StringVar(&f.token, "token", cmp.Or(env.getenv(TokenEnv), env.defaultToken()), "bearer token every request must present (env "+TokenEnv+"); empty: none")
 	fl.DurationVar(&f.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, wait this long for runs to drain before stopping them")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.concurrency, "concurrency", runs.DefaultConcurrency, "most runs executing at once")
@@ -81,7 +82,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return badInput(fmt.Errorf("--log-level %q: want debug, info, warn or error", f.logLevel))
 	}
-	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	log := env.logger(level)
 	reg, err := env.registry()
 	if err != nil {
 		return err
@@ -89,7 +90,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return failed(fmt.Errorf("create --dir: %w", err))
 	}
-	path := filepath.Join(f.dir, StoreFile)
+	path := filepath.Join(f.dir, filepath.Base(env.storePath()))
 	st, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return failed(fmt.Errorf("open store: %w", err))
@@ -115,13 +116,17 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	handler.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody)))
+	if err := env.s.mount(handler); err != nil {
+		_ = sched.Shutdown(context.Background(), 0)
+		return badInput(err)
+	}
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
 		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
 	}
-	srv := api.NewServer(inspector.New(handler), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
+	srv := api.NewServer(env.s.wrap(inspector.New(handler)), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

@@ -1,4 +1,4 @@
-package cli
+package superstep
 
 import (
 	"bufio"
@@ -38,9 +38,9 @@ type localFlags struct {
 	grace    time.Duration
 }
 
-func (f *localFlags) register(c *cobra.Command) {
+func (f *localFlags) register(c *cobra.Command, env Env) {
 	fl := c.Flags()
-	fl.StringVar(&f.store, "store", DefaultStore, "SQLite file holding checkpoints and runs (created if missing)")
+	fl.StringVar(&f.store, "store", env.storePath(), "SQLite file holding checkpoints and runs (created if missing)")
 	fl.StringVar(&f.answer, "answer", "", "answer every interrupt with `VALUE` (JSON, or plain text sent as a string) and resume")
 	fl.BoolVar(&f.json, "json", false, "print one JSON result object on stdout instead of the table and state")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "do not print progress on stderr")
@@ -117,7 +117,7 @@ way it can be resumed.
 			})
 		},
 	}
-	f.register(c)
+	f.register(c, env)
 	c.Flags().StringVarP(&input, "input", "i", "", "the run's input: `JSON`, @FILE, or - for stdin")
 	c.Flags().StringVar(&runID, "run-id", "", "the run's id (default: a random one)")
 	return c
@@ -197,7 +197,7 @@ signal handling are those of "superstep run".
 			})
 		},
 	}
-	f.register(c)
+	f.register(c, env)
 	return c
 }
 
@@ -487,7 +487,7 @@ func (s *session) report(ctx context.Context, res *pregel.Result) error {
 		}
 	}
 	store := ""
-	if s.flags.store != DefaultStore {
+	if s.flags.store != s.env.storePath() {
 		store = " --store " + shellQuote(s.flags.store)
 	}
 	switch res.Status {

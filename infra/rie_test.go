@@ -1,0 +1,164 @@
+package infra
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/internal/rietest"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/serverless"
+)
+
+// TestBootstrapsUnderRuntimeEmulator runs the repository's four Lambda
+// bootstraps (functions/*, built for linux as the Makefile builds them)
+// behind the Lambda runtime interface emulator, as `sam local invoke`
+// does, against a table and queues on moto_server, and invokes each with
+// every sample of events/ meant for it.
+func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
+	srv := mototest.Start(t)
+	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: "rie"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	// One go build for the four mains (their packages build once).
+	rietest.BuildBootstrap(t, "..", "./functions/...", bin+string(os.PathSeparator))
+	env := []string{
+		serverless.EnvTable + "=" + cfg.Table,
+		serverless.EnvTickQueue + "=" + cfg.TickQueueURL,
+		serverless.EnvNodeQueue + "=" + cfg.NodeQueueURL,
+		serverless.EnvStartQueue + "=" + cfg.StartQueueURL,
+		"AWS_ENDPOINT_URL=" + srv.URL,
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"SUPERSTEP_FUNCTION=", // the binaries name their function (WithFunction)
+	}
+	sample := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "events", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// Which function each sample is for, in an order that lets later
+	// samples continue what earlier ones started.
+	plan := []struct {
+		event, function string
+		check           func(t *testing.T, resp []byte)
+	}{
+		{"api-create-run.json", "api", func(t *testing.T, resp []byte) {
+			var r struct {
+				StatusCode int    `json:"statusCode"`
+				Body       string `json:"body"`
+			}
+			if err := json.Unmarshal(resp, &r); err != nil || r.StatusCode != 202 || !strings.Contains(r.Body, "sample-counter") {
+				t.Fatalf("create run: %s (%v), want a 202 naming sample-counter", resp, err)
+			}
+		}},
+		{"eventbridge-start-run.json", "api", wantNull},
+		{"sqs-start-run.json", "api", wantNoFailures},
+		{"sqs-tick.json", "tick", wantNoFailures},
+		{"sqs-node.json", "node", wantBatchResponse},
+		{"dynamodb-run-expired.json", "sweep", wantNoFailures},
+	}
+	entries, _ := os.ReadDir("../events")
+	for _, e := range entries {
+		found := false
+		for _, p := range plan {
+			found = found || p.event == e.Name()
+		}
+		if !found {
+			t.Errorf("events/%s is not invoked by this test: add it to the plan", e.Name())
+		}
+	}
+	emulators := map[string]*rietest.Emulator{}
+	for _, p := range plan {
+		em := emulators[p.function]
+		if em == nil {
+			em = rietest.Start(t, filepath.Join(bin, p.function), env...)
+			emulators[p.function] = em
+		}
+		t.Run(p.event, func(t *testing.T) {
+			code, resp := em.Invoke(t, sample(p.event))
+			if code != 200 || strings.Contains(string(resp), `"errorType"`) {
+				t.Fatalf("%s: function error %s\n%s", p.function, resp, em.Logs())
+			}
+			p.check(t, resp)
+		})
+	}
+	// The runs the samples created are in the table.
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: srv.Config, Graphs: mustRegistry(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Service.Get(t.Context(), "sample-counter"); err != nil {
+		t.Errorf("run sample-counter, created through the api bootstrap: %v", err)
+	}
+	page, err := app.Service.List(t.Context(), runs.Filter{Limit: 10})
+	if err != nil || len(page.Runs) < 3 {
+		t.Errorf("runs in the table: %+v, %v; want the three the api samples start", page, err)
+	}
+}
+
+// TestBootstrapWithoutFunction: a binary that serves every function
+// (cmd/superstep), started by Lambda with no or an unknown
+// SUPERSTEP_FUNCTION, fails its init with a message that says what to set.
+func TestBootstrapWithoutFunction(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "bootstrap")
+	rietest.BuildBootstrap(t, "..", "./cmd/superstep", bin)
+	for _, tc := range []struct{ value, want string }{
+		{"", "set SUPERSTEP_FUNCTION to one of api, tick, node, sweep"},
+		{"ticker", `unknown function "ticker"`},
+	} {
+		t.Run("SUPERSTEP_FUNCTION="+tc.value, func(t *testing.T) {
+			em := rietest.Start(t, bin, "SUPERSTEP_FUNCTION="+tc.value, "AWS_REGION=us-east-1")
+			if code, resp := em.Invoke(t, []byte(`{}`)); code == 200 {
+				t.Errorf("invoke answered %d %s, want the function's init to fail", code, resp)
+			}
+			if !strings.Contains(em.Logs(), tc.want) {
+				t.Errorf("the function's log does not say %q:\n%s", tc.want, em.Logs())
+			}
+		})
+	}
+}
+
+func mustRegistry(t *testing.T) *runs.Registry {
+	t.Helper()
+	reg, err := runs.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func wantNull(t *testing.T, resp []byte) {
+	t.Helper()
+	if strings.TrimSpace(string(resp)) != "null" {
+		t.Errorf("response %s, want null (the event was accepted)", resp)
+	}
+}
+
+// wantBatchResponse: an SQS or stream batch response.
+func wantBatchResponse(t *testing.T, resp []byte) {
+	t.Helper()
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal(resp, &r); err != nil {
+		t.Errorf("response %s (%v), want a batch response", resp, err)
+	}
+	if _, ok := r["batchItemFailures"]; !ok {
+		t.Errorf("response %s, want a batch response", resp)
+	}
+}
+
+func wantNoFailures(t *testing.T, resp []byte) {
+	t.Helper()
+	var r struct {
+		Failures []json.RawMessage `json:"batchItemFailures"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil || len(r.Failures) != 0 {
+		t.Errorf("response %s (%v), want no batchItemFailures", resp, err)
+	}
+}

@@ -1,0 +1,103 @@
+package superstep
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/superstep/superstep/pkg/serverless"
+)
+
+const (
+	// LambdaRuntimeEnv is set by AWS Lambda (and by the Lambda runtime
+	// interface emulator) in the environment of a function's process:
+	// when it is set, [Run] serves a Lambda function instead of the CLI.
+	LambdaRuntimeEnv = "AWS_LAMBDA_RUNTIME_API"
+	// FunctionEnv names the Lambda function a process serves: api, tick,
+	// node or sweep. The SAM template sets it on each function; one
+	// binary serves all four.
+	FunctionEnv = "SUPERSTEP_FUNCTION"
+)
+
+// functionNames are the Lambda functions of a deployment, the values of
+// [FunctionEnv]:
+//
+//   - api: the HTTP API (API Gateway HTTP API, payload 2.0), EventBridge
+//     superstep.StartRun events and start-queue messages
+//   - tick: the tick queue's messages (one superstep of a run)
+//   - node: the node-task queue's messages (remote nodes)
+//   - sweep: the table's stream (purges expired runs)
+var functionNames = []string{"api", "tick", "node", "sweep"}
+
+// handler returns the Lambda handler of function name.
+func handler(app *serverless.App, name string) any {
+	switch name {
+	case "api":
+		return app.HandleAPI
+	case "tick":
+		return app.HandleTick
+	case "node":
+		return app.HandleNode
+	case "sweep":
+		return app.HandleStream
+	}
+	return nil
+}
+
+// lambdaFunction is the function the process must serve: WithFunction's
+// or FunctionEnv's, which must agree when both are set.
+func (e Env) lambdaFunction() (string, error) {
+	fixed := e.s.function
+	named := strings.TrimSpace(e.getenv(FunctionEnv))
+	name := named
+	switch {
+	case fixed != "" && named != "" && fixed != named:
+		return "", fmt.Errorf("this binary serves the %s function, but %s=%s: deploy the %s binary for %s, or set %s=%s",
+			fixed, FunctionEnv, named, named, named, FunctionEnv, fixed)
+	case fixed != "":
+		name = fixed
+	case name == "":
+		return "", fmt.Errorf("started by Lambda (%s is set) but no function is named: set %s to one of %s in the function's environment (the SAM template of 'superstep init' does)",
+			LambdaRuntimeEnv, FunctionEnv, strings.Join(functionNames, ", "))
+	}
+	if !slices.Contains(functionNames, name) {
+		return "", fmt.Errorf("unknown function %q in %s: want one of %s", name, FunctionEnv, strings.Join(functionNames, ", "))
+	}
+	return name, nil
+}
+
+// serveLambda serves the Lambda function the deployment names; it
+// returns only if the function cannot start.
+func serveLambda(ctx context.Context, env Env) int {
+	stderr := errOut(env)
+	name, err := env.lambdaFunction()
+	if err != nil {
+		fmt.Fprintf(stderr, "superstep: cannot start: %v\n", err)
+		return ExitUsage
+	}
+	app, err := serverless.FromEnv(ctx, serverless.Options{
+		Config:     serverless.Config{APIToken: env.s.token},
+		Graphs:     env.s.reg,
+		Logger:     env.s.logger,
+		Middleware: env.s.wrap,
+	})
+	if err == nil {
+		err = env.s.mount(app.API)
+	}
+	if err != nil {
+		// The function's log (CloudWatch Logs) says why it cannot start.
+		slog.New(slog.NewJSONHandler(stderr, nil)).Error("superstep "+name+": cannot start", "err", err)
+		return ExitFailed
+	}
+	start := env.s.lambdaStart
+	if start == nil {
+		start = func(h any) { lambda.StartWithOptions(h, lambda.WithContext(ctx)) }
+	}
+	start(handler(app, name))
+	return ExitOK
+}

@@ -1,0 +1,168 @@
+package superstep
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// An Option configures the program [Main] and [Run] start: the graphs it
+// serves and what a deployment customises. Options apply in order; a
+// later one of the same kind replaces an earlier one, except [WithGraphs],
+// [WithCompiledGraphs], [WithMiddleware] and [WithRoute], which add.
+type Option func(*settings)
+
+// settings is what the options chose.
+type settings struct {
+	builders    []func() (*pregel.Graph, error)
+	logger      *slog.Logger
+	storePath   string
+	token       string
+	middleware  []func(http.Handler) http.Handler
+	routes      []route
+	function    string
+	lambdaStart func(handler any) // tests replace lambda.Start
+	initCmd     bool
+
+	reg *runs.Registry // built by Run from builders
+}
+
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// WithGraphs adds the graphs the program serves, each given by the
+// function that compiles it, such as
+//
+//	func Graph() (*pregel.Graph, error) { return pregel.NewGraph[State]("orders")....Compile() }
+//
+// Every graph needs a name of its own: two graphs with one name stop the
+// program with exit code 2 before it does anything.
+func WithGraphs(graphs ...func() (*pregel.Graph, error)) Option {
+	return func(s *settings) { s.builders = append(s.builders, graphs...) }
+}
+
+// WithCompiledGraphs adds graphs already compiled.
+func WithCompiledGraphs(graphs ...*pregel.Graph) Option {
+	return func(s *settings) {
+		for _, g := range graphs {
+			s.builders = append(s.builders, func() (*pregel.Graph, error) { return g, nil })
+		}
+	}
+}
+
+// WithLogger sets the logger of the servers (dev, dev --aws, the Lambda
+// functions). Default: text on stderr at dev's --log-level; JSON on
+// stdout at LOG_LEVEL in Lambda (CloudWatch Logs).
+func WithLogger(l *slog.Logger) Option { return func(s *settings) { s.logger = l } }
+
+// WithStorePath sets the default SQLite file of run, resume and graph
+// (their --store) and of dev (the file of that name in its --dir, which
+// defaults to the file's directory). Default: [DefaultStore].
+func WithStorePath(path string) Option { return func(s *settings) { s.storePath = path } }
+
+// WithToken sets the bearer token the HTTP API requires when neither the
+// --token flag nor the environment ([TokenEnv] for dev, API_TOKEN in
+// Lambda) gives one, and the token the runs commands present. Default:
+// none.
+func WithToken(token string) Option { return func(s *settings) { s.token = token } }
+
+// WithMiddleware wraps the HTTP API of dev, dev --aws and the api
+// function, e.g. to log requests or check a session. Middlewares given
+// first run outermost.
+func WithMiddleware(mw func(http.Handler) http.Handler) Option {
+	return func(s *settings) { s.middleware = append(s.middleware, mw) }
+}
+
+// WithRoute serves h at pattern (an [http.ServeMux] pattern such as
+// "GET /healthz") beside the API routes, in dev, dev --aws and the api
+// function. A pattern that collides with an API route stops the program
+// with exit code 2.
+func WithRoute(pattern string, h http.Handler) Option {
+	return func(s *settings) { s.routes = append(s.routes, route{pattern, h}) }
+}
+
+// WithFunction fixes the Lambda function the program serves when Lambda
+// starts it (api, tick, node or sweep), for a binary built for one
+// function. Without it the function comes from the [FunctionEnv]
+// environment variable, which the template sets; if both are given they
+// must agree.
+func WithFunction(name string) Option { return func(s *settings) { s.function = name } }
+
+// newSettings applies opts and compiles the graphs.
+func newSettings(opts []Option) (*settings, error) {
+	s := &settings{storePath: DefaultStore}
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+	if s.storePath == "" {
+		return nil, errors.New("WithStorePath: the path is empty")
+	}
+	if len(s.builders) == 0 {
+		return nil, errors.New("no graphs: pass them with superstep.WithGraphs(yourpkg.Graph, ...)")
+	}
+	graphs := make([]*pregel.Graph, 0, len(s.builders))
+	seen := map[string]bool{}
+	var dups []string
+	for i, build := range s.builders {
+		if build == nil {
+			return nil, fmt.Errorf("graph %d of WithGraphs is nil", i+1)
+		}
+		g, err := build()
+		if err != nil {
+			return nil, fmt.Errorf("compile graph %d: %w", i+1, err)
+		}
+		if g == nil {
+			return nil, fmt.Errorf("graph %d compiled to nil", i+1)
+		}
+		if seen[g.Name()] {
+			dups = append(dups, fmt.Sprintf("%q", g.Name()))
+		}
+		seen[g.Name()] = true
+		graphs = append(graphs, g)
+	}
+	if len(dups) > 0 {
+		return nil, fmt.Errorf("two graphs are named %s: give each graph its own name (pregel.NewGraph's argument)", strings.Join(dups, ", "))
+	}
+	reg, err := runs.NewRegistry(graphs...)
+	if err != nil {
+		return nil, err
+	}
+	s.reg = reg
+	return s, nil
+}
+
+// wrap applies the middlewares to h, the first given outermost.
+func (s *settings) wrap(h http.Handler) http.Handler {
+	for i := len(s.middleware) - 1; i >= 0; i-- {
+		h = s.middleware[i](h)
+	}
+	return h
+}
+
+// mount adds the extra routes to mux, reporting a pattern the mux
+// refuses (http.ServeMux panics on a conflict) as an error.
+func (s *settings) mount(mux interface{ Handle(string, http.Handler) }) (err error) {
+	for _, r := range s.routes {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("WithRoute(%q): %v", r.pattern, p)
+				}
+			}()
+			mux.Handle(r.pattern, r.handler)
+		}()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
