@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 )
@@ -17,12 +18,16 @@ import (
 // step costs a write or two and a slow node's events (tokens, progress)
 // reach watchers as they come. Watchers never slow a run: each has a
 // bounded buffer and is dropped (ErrWatchBehind) when it is full.
+//
+// After the first event of a batch, the batcher waits eventLinger for
+// more, so that a run of short steps is logged a few steps per write.
 
 // eventBatcher gathers one execution's events for the log.
 type eventBatcher struct {
 	s     *Scheduler
 	runID string
 	wake  chan struct{}
+	stop  chan struct{} // closed by stopEvents
 	done  chan struct{}
 
 	mu      sync.Mutex
@@ -33,7 +38,7 @@ type eventBatcher struct {
 // startEvents starts the batcher of an execution of runID; publish hands
 // it the run's events until stopEvents.
 func (s *Scheduler) startEvents(runID string) *eventBatcher {
-	b := &eventBatcher{s: s, runID: runID, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	b := &eventBatcher{s: s, runID: runID, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.subMu.Lock()
 	s.batchers[runID] = b
 	s.subMu.Unlock()
@@ -52,6 +57,7 @@ func (s *Scheduler) stopEvents(b *eventBatcher) {
 	b.mu.Lock()
 	b.closing = true
 	b.mu.Unlock()
+	close(b.stop)
 	b.signal()
 	<-b.done
 }
@@ -74,10 +80,21 @@ func (b *eventBatcher) signal() {
 // with an empty buffer always has room for a batch.
 const maxBatch = 256
 
+// eventLinger is how long a batch waits for more events after its first.
+const eventLinger = 5 * time.Millisecond
+
 func (b *eventBatcher) loop() {
 	defer close(b.done)
 	var batch []pregel.Event
+	linger := time.NewTimer(eventLinger)
+	linger.Stop()
 	for range b.wake {
+		linger.Reset(eventLinger)
+		select {
+		case <-linger.C:
+		case <-b.stop:
+			linger.Stop()
+		}
 		for {
 			b.mu.Lock()
 			n := min(len(b.buf), maxBatch)
