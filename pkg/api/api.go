@@ -44,6 +44,13 @@ type Config struct {
 	// Logger receives server errors and a debug line per request
 	// (default slog.Default()).
 	Logger *slog.Logger
+	// Events serves GET /v1/runs/{run_id}/stream (stream.go). Default:
+	// Service.Dispatcher, if it is a runs.EventReader (the Scheduler is);
+	// without one, streams answer 501.
+	Events runs.EventReader
+	// Heartbeat is how often an idle stream writes a comment line
+	// (default DefaultHeartbeat).
+	Heartbeat time.Duration
 }
 
 // Handler serves the HTTP API. Create it with [New]; it is safe for
@@ -56,6 +63,10 @@ type Handler struct {
 	tokenHash [sha256.Size]byte
 	mux       *http.ServeMux
 	handler   http.Handler
+	// Streams: stream.go.
+	events    runs.EventReader
+	heartbeat time.Duration
+	poll      time.Duration
 }
 
 // New returns the API handler for cfg. It panics if cfg.Service is nil.
@@ -78,6 +89,13 @@ func New(cfg Config) *Handler {
 	}
 	if h.auth {
 		h.tokenHash = sha256.Sum256([]byte(cfg.Token))
+	}
+	h.events, h.heartbeat = cfg.Events, cfg.Heartbeat
+	if h.events == nil {
+		h.events, _ = cfg.Service.Dispatcher.(runs.EventReader)
+	}
+	if h.heartbeat <= 0 {
+		h.heartbeat = DefaultHeartbeat
 	}
 	h.routes()
 	h.handler = h.recoverer(h.crossOrigin(h.authenticate(http.HandlerFunc(h.serveMux))))
@@ -118,6 +136,7 @@ func (h *Handler) routes() {
 		{"GET", "/v1/runs", h.listRuns},
 		{"GET", "/v1/runs/{run_id}", h.getRun},
 		{"GET", "/v1/runs/{run_id}/events", h.listEvents},
+		{"GET", "/v1/runs/{run_id}/stream", h.streamRun},
 		{"GET", "/v1/runs/{run_id}/checkpoints", h.listCheckpoints},
 		{"GET", "/v1/runs/{run_id}/checkpoints/{step}", h.getCheckpoint},
 		{"POST", "/v1/runs/{run_id}/drain", h.drainRun},

@@ -68,14 +68,28 @@ func (c *Cursor) Close() {
 	}
 }
 
-// Buffered reports whether Next has an event to give without waiting.
-func (c *Cursor) Buffered() bool { return len(c.buf) > 0 || (c.watch != nil && len(c.watch.C) > 0) }
+// ErrNoEvent is returned by NextWithin when no event came in time.
+var ErrNoEvent = errors.New("no event within the time given")
+
+// NextWithin is Next, but gives up waiting for a new event after d and
+// returns ErrNoEvent. Reading events already logged is not bounded by d.
+func (c *Cursor) NextWithin(ctx context.Context, d time.Duration) (StreamEvent, error) {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	return c.next(ctx, t.C)
+}
 
 // Next returns the next event of the stream, waiting for it until ctx is
 // done (then ctx's error). When events were lost to the log's retention,
 // it returns an *EventsDroppedError once, and the events from the oldest
 // kept after it.
 func (c *Cursor) Next(ctx context.Context) (StreamEvent, error) {
+	return c.next(ctx, nil)
+}
+
+// next is Next, giving up with ErrNoEvent when expired fires while it
+// waits.
+func (c *Cursor) next(ctx context.Context, expired <-chan time.Time) (StreamEvent, error) {
 	for {
 		if len(c.buf) > 0 {
 			ev := c.buf[0]
@@ -96,31 +110,43 @@ func (c *Cursor) Next(ctx context.Context) (StreamEvent, error) {
 			}
 		}
 		if c.watch == nil {
-			if err := c.sleep(ctx); err != nil {
+			if err := c.sleep(ctx, expired); err != nil {
 				return StreamEvent{}, err
 			}
 			continue
 		}
+		// An event waiting wins over expired, which may have fired while
+		// the log was read.
+		var (
+			ev StreamEvent
+			ok bool
+		)
 		select {
-		case <-ctx.Done():
-			return StreamEvent{}, ctx.Err()
-		case ev, ok := <-c.watch.C:
-			switch {
-			case !ok:
-				if errors.Is(c.watch.Err(), ErrWatchBehind) {
-					c.watch = nil // watch again and read the log
-				} else {
-					c.watch, c.live = nil, nil // poll from now on
-				}
-				c.synced = false
-			case ev.ID <= c.after:
-				// Read from the log already.
-			case ev.ID == c.after+1:
-				c.after = ev.ID
-				return ev, nil
-			default:
-				c.synced = false // a gap: read the log
+		case ev, ok = <-c.watch.C:
+		default:
+			select {
+			case <-ctx.Done():
+				return StreamEvent{}, ctx.Err()
+			case <-expired:
+				return StreamEvent{}, ErrNoEvent
+			case ev, ok = <-c.watch.C:
 			}
+		}
+		switch {
+		case !ok:
+			if errors.Is(c.watch.Err(), ErrWatchBehind) {
+				c.watch = nil // watch again and read the log
+			} else {
+				c.watch, c.live = nil, nil // poll from now on
+			}
+			c.synced = false
+		case ev.ID <= c.after:
+			// Read from the log already.
+		case ev.ID == c.after+1:
+			c.after = ev.ID
+			return ev, nil
+		default:
+			c.synced = false // a gap: read the log
 		}
 	}
 }
@@ -145,7 +171,7 @@ func (c *Cursor) read(ctx context.Context) error {
 	return nil
 }
 
-func (c *Cursor) sleep(ctx context.Context) error {
+func (c *Cursor) sleep(ctx context.Context, expired <-chan time.Time) error {
 	d := c.Poll
 	if d <= 0 {
 		d = DefaultCursorPoll
@@ -158,6 +184,8 @@ func (c *Cursor) sleep(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-expired:
+		return ErrNoEvent
 	case <-c.timer.C:
 		return nil
 	}
