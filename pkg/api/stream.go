@@ -227,6 +227,8 @@ type sseStream struct {
 	id    string
 	modes modeSet
 	buf   bytes.Buffer
+	// unflushed: written since the last flush.
+	unflushed bool
 }
 
 func (s *sseStream) run(after int64) {
@@ -263,7 +265,7 @@ func (s *sseStream) run(after int64) {
 						FailedNode: rec.FailedNode, DrainReason: rec.DrainReason, Interrupts: rec.Interrupts})
 					return
 				}
-				check = true
+				// Look again at the next run_finished, or when idle.
 			} else {
 				graceEnds = time.Time{}
 			}
@@ -288,6 +290,7 @@ func (s *sseStream) run(after int64) {
 			}
 			continue
 		case idle:
+			check = check || !graceEnds.IsZero()
 			if !time.Now().Before(beat) {
 				if s.comment("heartbeat") != nil {
 					return
@@ -304,7 +307,8 @@ func (s *sseStream) run(after int64) {
 		if ev.Type == pregel.EventRunFinished {
 			check = true
 		}
-		if s.event(ctx, ev) != nil {
+		// Events read from the log in a batch go out in one flush.
+		if s.event(ctx, ev, !cur.Pending()) != nil {
 			return
 		}
 	}
@@ -318,7 +322,7 @@ func stoppedStatus(st pregel.RunStatus) bool {
 
 // event writes what the modes make of ev; the last message carries ev's
 // id, so that a client resuming from it has had all of them.
-func (s *sseStream) event(ctx context.Context, ev runs.StreamEvent) error {
+func (s *sseStream) event(ctx context.Context, ev runs.StreamEvent, flush bool) error {
 	type msg struct {
 		name string
 		data any
@@ -361,10 +365,7 @@ func (s *sseStream) event(ctx context.Context, ev runs.StreamEvent) error {
 			return err
 		}
 	}
-	if s.buf.Len() == 0 {
-		return nil
-	}
-	return s.flush()
+	return s.write(flush)
 }
 
 // format appends one message to the buffer.
@@ -413,11 +414,22 @@ func (s *sseStream) fail(err error) {
 		Detail: "the stream stopped on a server error; reconnect with the Last-Event-ID of the last event received", Instance: s.r.URL.Path})
 }
 
-func (s *sseStream) flush() error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
-		return err
+func (s *sseStream) flush() error { return s.write(true) }
+
+// write writes the buffer, and flushes what was written (now or before)
+// when flush is set.
+func (s *sseStream) write(flush bool) error {
+	if s.buf.Len() > 0 {
+		_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if _, err := s.w.Write(s.buf.Bytes()); err != nil {
+			return err
+		}
+		s.unflushed = true
 	}
+	if !flush || !s.unflushed {
+		return nil
+	}
+	s.unflushed = false
 	return s.rc.Flush()
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,7 +36,7 @@ type fanState struct {
 // streamEnv is the API over a SQLite store and an embedded Scheduler on a
 // loopback listener, as `superstep dev` serves it.
 type streamEnv struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *httptest.Server
 	store *sqlite.Store
 	sched *runs.Scheduler
@@ -61,7 +62,7 @@ func streamRetention(n int) streamOption {
 	return func(_ *api.Config, s *sqlite.Store) { s.SetEventRetention(n) }
 }
 
-func newStreamEnv(t *testing.T, opts ...streamOption) *streamEnv {
+func newStreamEnv(t testing.TB, opts ...streamOption) *streamEnv {
 	t.Helper()
 	e := &streamEnv{t: t, gate: make(chan struct{}), emitted: make(chan struct{})}
 	var once sync.Once
@@ -137,15 +138,15 @@ func newStreamEnv(t *testing.T, opts ...streamOption) *streamEnv {
 		t.Fatal(err)
 	}
 	e.store = st
-	cfg := api.Config{Logger: testLogger(t)}
+	cfg := api.Config{Logger: streamLogger(t)}
 	for _, o := range opts {
 		o(&cfg, st)
 	}
-	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Logger: testLogger(t)})
+	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Logger: streamLogger(t)})
 	if err := e.sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.svc = &runs.Service{Graphs: reg, Runs: st, Checkpoints: st, Dispatcher: e.sched, Logger: testLogger(t)}
+	e.svc = &runs.Service{Graphs: reg, Runs: st, Checkpoints: st, Dispatcher: e.sched, Logger: streamLogger(t)}
 	cfg.Service = e.svc
 	e.token = cfg.Token
 	// Small socket buffers on the server's side, so that a client that
@@ -167,6 +168,14 @@ func newStreamEnv(t *testing.T, opts ...streamOption) *streamEnv {
 		st.Close()
 	})
 	return e
+}
+
+// streamLogger logs to the test, or nowhere in a benchmark.
+func streamLogger(tb testing.TB) *slog.Logger {
+	if t, ok := tb.(*testing.T); ok {
+		return testLogger(t)
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // smallBuffers gives its connections a 64 KiB send buffer.

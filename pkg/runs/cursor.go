@@ -68,6 +68,10 @@ func (c *Cursor) Close() {
 	}
 }
 
+// Pending reports whether the cursor holds events read from the log and
+// not yet returned: Next gives them without waiting.
+func (c *Cursor) Pending() bool { return len(c.buf) > 0 }
+
 // ErrNoEvent is returned by NextWithin when no event came in time.
 var ErrNoEvent = errors.New("no event within the time given")
 
