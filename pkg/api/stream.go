@@ -289,6 +289,11 @@ func (s *sseStream) run(after int64) {
 				return
 			}
 			continue
+		case errors.Is(err, runs.ErrWatchClosed):
+			// The server is shutting down: end here, and let the client
+			// reconnect (to the next server) from its last event.
+			_ = s.comment("the server is shutting down; reconnect with the Last-Event-ID of the last event received")
+			return
 		case idle:
 			check = check || !graceEnds.IsZero()
 			if !time.Now().Before(beat) {

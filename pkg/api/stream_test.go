@@ -797,3 +797,63 @@ func TestStreamWithoutSource(t *testing.T) {
 		t.Errorf("%d %s; want 501 saying to poll", resp.status, resp.body)
 	}
 }
+
+// TestStreamEndsAtShutdown checks that streams do not keep the server
+// from stopping: the stream of a run stopped by the Scheduler's shutdown
+// ends with it (drained), and the stream of a run left pending ends
+// without an end event, for the client to resume from its last event.
+func TestStreamEndsAtShutdown(t *testing.T) {
+	e := newStreamEnv(t)
+	e.create("gated", "d1", `{"n": 1}`)
+	c := e.stream("d1", "mode=events")
+	<-e.emitted
+	done := make(chan []sse, 1)
+	go func() {
+		var msgs []sse
+		for {
+			m, err := c.next()
+			if err != nil {
+				done <- msgs
+				return
+			}
+			msgs = append(msgs, m)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_ = e.sched.Shutdown(ctx, 0) // the gated node holds the run: a hard stop
+	select {
+	case msgs := <-done:
+		if end := endOf(t, msgs); end.Status != pregel.RunDrained || end.DrainReason != runs.ShutdownReason {
+			t.Errorf("stream at shutdown ends with %+v; want drained by the shutdown", end)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream is still open 5 s after the scheduler shut down")
+	}
+
+	// A run created now stays pending until the next start.
+	e.create("fan", "d2", `{"n": 1}`)
+	c2 := e.stream("d2", "mode=events")
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			m, err := c2.next()
+			if err != nil {
+				ended <- err
+				return
+			}
+			if m.event == "end" {
+				ended <- fmt.Errorf("end event %s for a pending run", m.data)
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		if err != io.EOF {
+			t.Errorf("stream of a pending run after shutdown: %v; want it closed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream of a pending run is still open 5 s after the scheduler shut down")
+	}
+}

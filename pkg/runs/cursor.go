@@ -86,7 +86,8 @@ func (c *Cursor) NextWithin(ctx context.Context, d time.Duration) (StreamEvent, 
 // Next returns the next event of the stream, waiting for it until ctx is
 // done (then ctx's error). When events were lost to the log's retention,
 // it returns an *EventsDroppedError once, and the events from the oldest
-// kept after it.
+// kept after it. When the live source shuts down (Scheduler.Shutdown), it
+// returns ErrWatchClosed once, and polls the log from then on.
 func (c *Cursor) Next(ctx context.Context) (StreamEvent, error) {
 	return c.next(ctx, nil)
 }
@@ -138,12 +139,14 @@ func (c *Cursor) next(ctx context.Context, expired <-chan time.Time) (StreamEven
 		}
 		switch {
 		case !ok:
+			c.synced = false
 			if errors.Is(c.watch.Err(), ErrWatchBehind) {
 				c.watch = nil // watch again and read the log
-			} else {
-				c.watch, c.live = nil, nil // poll from now on
+				continue
 			}
-			c.synced = false
+			// The source shut down: say so once, then poll.
+			c.watch, c.live = nil, nil
+			return StreamEvent{}, ErrWatchClosed
 		case ev.ID <= c.after:
 			// Read from the log already.
 		case ev.ID == c.after+1:
