@@ -21,7 +21,7 @@ lint: lint-infra
 
 ## bench: engine and store benchmarks (figures recorded in bench/README.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./pkg/pregel/ ./pkg/store/... ./pkg/agent/ ./bench/awsbench/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./pkg/pregel/ ./pkg/store/... ./pkg/agent/ ./pkg/api/ ./bench/awsbench/
 
 ## build: build every binary
 build:

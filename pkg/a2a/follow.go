@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -190,6 +191,8 @@ func (s *Server) statusUpdate(r runs.Run) *core.TaskStatusUpdateEvent {
 func progress(r runs.Run, ev *pregel.Event) *core.TaskStatusUpdateEvent {
 	what := "started"
 	switch ev.Type {
+	case pregel.EventCustom:
+		return nodeEvent(r, ev)
 	case pregel.EventNodeStarted:
 	case pregel.EventNodeFinished:
 		if ev.Status == pregel.NodeInterrupted {
@@ -213,6 +216,41 @@ func progress(r runs.Run, ev *pregel.Event) *core.TaskStatusUpdateEvent {
 				ContextID: contextOf(r),
 				Parts:     core.ContentParts{core.NewTextPart(text)},
 				Metadata:  map[string]any{MetadataKey: map[string]any{"event": string(ev.Type), "node": ev.Node, "step": ev.Step}},
+			},
+			Timestamp: &ts,
+		},
+	}
+}
+
+// nodeEvent turns an event a node sent with pregel.Emit into a working
+// status update: its text is the piece of text of a message event
+// (pregel.IsMessageEvent with a payload {"text": ...}), else
+// "step N: node name: payload"; the metadata carries the event's name,
+// node, step and payload.
+func nodeEvent(r runs.Run, ev *pregel.Event) *core.TaskStatusUpdateEvent {
+	var payload any
+	_ = json.Unmarshal(ev.Payload, &payload)
+	text := fmt.Sprintf("step %d: %s %s: %s", ev.Step, ev.Node, ev.Name, ev.Payload)
+	if m, ok := payload.(map[string]any); ok && pregel.IsMessageEvent(ev.Name) {
+		if t, ok := m["text"].(string); ok {
+			text = t
+		}
+	}
+	ts := ev.Time
+	return &core.TaskStatusUpdateEvent{
+		TaskID:    core.TaskID(r.ID),
+		ContextID: contextOf(r),
+		Status: core.TaskStatus{
+			State: core.TaskStateWorking,
+			Message: &core.Message{
+				ID:        fmt.Sprintf("%s-%s-%s-%d", r.ID, ev.TaskID, ev.Name, ev.Time.UnixNano()),
+				Role:      core.MessageRoleAgent,
+				TaskID:    core.TaskID(r.ID),
+				ContextID: contextOf(r),
+				Parts:     core.ContentParts{core.NewTextPart(text)},
+				Metadata: map[string]any{MetadataKey: map[string]any{
+					"event": string(ev.Type), "name": ev.Name, "node": ev.Node, "step": ev.Step, "payload": payload,
+				}},
 			},
 			Timestamp: &ts,
 		},

@@ -56,6 +56,13 @@ type Config struct {
 	// AllowedHosts are more host names (without port, compared without
 	// regard to case) accepted by HostCheck.
 	AllowedHosts []string
+	// Events serves GET /v1/runs/{run_id}/stream (stream.go). Default:
+	// Service.Dispatcher, if it is a runs.EventReader (the Scheduler is);
+	// without one, streams answer 501.
+	Events runs.EventReader
+	// Heartbeat is how often an idle stream writes a comment line
+	// (default DefaultHeartbeat).
+	Heartbeat time.Duration
 }
 
 // Handler serves the HTTP API. Create it with [New]; it is safe for
@@ -70,6 +77,10 @@ type Handler struct {
 	allowedHosts []string
 	mux          *http.ServeMux
 	handler      http.Handler
+	// Streams: stream.go.
+	events    runs.EventReader
+	heartbeat time.Duration
+	poll      time.Duration
 }
 
 // New returns the API handler for cfg. It panics if cfg.Service is nil.
@@ -95,6 +106,13 @@ func New(cfg Config) *Handler {
 	}
 	if h.auth {
 		h.tokenHash = sha256.Sum256([]byte(cfg.Token))
+	}
+	h.events, h.heartbeat = cfg.Events, cfg.Heartbeat
+	if h.events == nil {
+		h.events, _ = cfg.Service.Dispatcher.(runs.EventReader)
+	}
+	if h.heartbeat <= 0 {
+		h.heartbeat = DefaultHeartbeat
 	}
 	h.routes()
 	var inner http.Handler = h.crossOrigin(h.authenticate(http.HandlerFunc(h.serveMux)))
@@ -139,6 +157,7 @@ func (h *Handler) routes() {
 		{"GET", "/v1/runs", h.listRuns},
 		{"GET", "/v1/runs/{run_id}", h.getRun},
 		{"GET", "/v1/runs/{run_id}/events", h.listEvents},
+		{"GET", "/v1/runs/{run_id}/stream", h.streamRun},
 		{"GET", "/v1/runs/{run_id}/checkpoints", h.listCheckpoints},
 		{"GET", "/v1/runs/{run_id}/checkpoints/{step}", h.getCheckpoint},
 		{"GET", "/v1/runs/{run_id}/checkpoints/{step}/values/{channel}", h.getValue},

@@ -21,6 +21,13 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 	if _, err := h.graph(r.PathValue("graph")); err != nil {
 		return err
 	}
+	modes, err := createStreamModes(req)
+	if err != nil {
+		return err
+	}
+	if req.Stream && h.events == nil {
+		return errNoStreams
+	}
 	run, created, err := h.svc.Create(r.Context(), r.PathValue("graph"), runs.CreateRequest{
 		RunID:     req.RunID,
 		Input:     req.Input,
@@ -30,6 +37,9 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	w.Header().Set("Location", "/v1/runs/"+url.PathEscape(run.ID))
+	if req.Stream {
+		return h.stream(w, r, run.ID, modes, 0)
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusAccepted

@@ -56,6 +56,10 @@ type CreateRunRequest struct {
 	RunID string `json:"run_id,omitempty"`
 	// ContextID groups the runs of one conversation.
 	ContextID string `json:"context_id,omitempty"`
+	// Stream answers with the run's stream (as GET
+	// /v1/runs/{run_id}/stream) instead of the run, in StreamMode.
+	Stream     bool        `json:"stream,omitempty"`
+	StreamMode StreamModes `json:"stream_mode,omitempty"`
 }
 
 // Run is a run record, the body of the run endpoints' responses.

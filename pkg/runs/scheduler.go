@@ -35,6 +35,9 @@ type SchedulerConfig struct {
 	// Logger receives what cannot be reported to a caller (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Events keeps the runs' event streams (see WatchEvents). Default:
+	// Runs, if it is an EventLog too, else a MemoryEventLog.
+	Events EventLog
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -70,6 +73,11 @@ type Scheduler struct {
 	subMu  sync.Mutex
 	subs   map[string]map[*subscriber]struct{}
 	closed bool // Shutdown closed every subscription
+
+	// The event streams: scheduler_events.go.
+	events   EventLog
+	hub      watchHub
+	batchers map[string]*eventBatcher // by run id, guarded by subMu
 }
 
 type schedState int
@@ -110,6 +118,15 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		queued:      make(map[string]bool),
 		active:      make(map[string]*execution),
 		subs:        make(map[string]map[*subscriber]struct{}),
+		events:      cfg.Events,
+		batchers:    make(map[string]*eventBatcher),
+	}
+	if s.events == nil {
+		if l, ok := cfg.Runs.(EventLog); ok {
+			s.events = l
+		} else {
+			s.events = NewMemoryEventLog(0, 0)
+		}
 	}
 	if s.concurrency <= 0 {
 		s.concurrency = DefaultConcurrency
@@ -419,6 +436,7 @@ var errSkipRun = errors.New("run needs no execution")
 func (s *Scheduler) execute(ex *execution) {
 	ctx := ex.ctx
 	log := s.log.With("run_id", ex.id)
+	defer s.stopEvents(s.startEvents(ex.id))
 	var graph *pregel.Graph
 	r, err := Mutate(s.base, s.runs, ex.id, func(r *Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
@@ -716,8 +734,10 @@ func (s *Scheduler) Subscribe(runID string) (<-chan pregel.Event, func()) {
 	}
 }
 
-// publish sends ev to the run's subscribers without blocking.
+// publish logs ev in the run's stream and sends it to the run's
+// subscribers without blocking.
 func (s *Scheduler) publish(ev pregel.Event) {
+	s.logEvent(ev)
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	for sub := range s.subs[ev.RunID] {
@@ -739,6 +759,7 @@ func (s *Scheduler) closeSubscriptions() {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	s.closed = true
+	s.hub.close()
 	for id, subs := range s.subs {
 		for sub := range subs {
 			close(sub.ch)

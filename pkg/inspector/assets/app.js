@@ -167,26 +167,73 @@
   // ---- Live updates. ----
 
   // Feed calls refresh now and again whenever the watched thing may have
-  // changed, until stopped or until refresh returns false. It polls the
-  // API every POLL_MS; the SSE stream (/v1/runs/{id}/stream) will replace
-  // the timer with an EventSource whose messages call tick, and nothing
-  // else in the page changes.
+  // changed, until stopped or until refresh returns false. Given a stream
+  // (a path of GET /v1/runs/{id}/stream), it listens to it with an
+  // EventSource and refreshes as the run's events come (at most every
+  // STREAM_MIN_MS), polling only every STREAM_POLL_MS in case; when the
+  // stream fails (a server that does not stream, or that wants a token,
+  // which an EventSource cannot send) or has ended, it polls every
+  // POLL_MS as before.
+  const STREAM_MIN_MS = 250;
+  const STREAM_POLL_MS = 10000;
+
   class Feed {
-    constructor(refresh) {
+    constructor(refresh, stream) {
       this.refresh = refresh;
+      this.stream = stream;
+      this.es = null;
       this.timer = 0;
       this.stopped = false;
       this.failed = false;
+      this.busy = false; // a refresh is in flight
+      this.again = false; // tick asked for while busy
+      this.last = 0; // when the last refresh started
     }
 
     start() {
+      this.listen();
       this.tick();
       return this;
+    }
+
+    // listen opens the stream, if there is one and the browser can.
+    listen() {
+      // An EventSource cannot send the bearer token: with one, poll.
+      if (!this.stream || typeof EventSource === 'undefined' || this.stopped || sessionStorage.getItem(TOKEN_KEY)) return;
+      const es = new EventSource(this.stream);
+      this.es = es;
+      const soon = () => {
+        const wait = Math.max(0, this.last + STREAM_MIN_MS - Date.now());
+        clearTimeout(this.timer);
+        this.timer = setTimeout(() => this.tick(), wait);
+      };
+      for (const name of ['run_started', 'node_started', 'node_finished', 'step_finished', 'run_finished', 'reset']) {
+        es.addEventListener(name, soon);
+      }
+      es.addEventListener('end', () => {
+        this.close(); // else the EventSource would reconnect
+        soon();
+      });
+      es.onerror = () => {
+        this.close();
+        soon();
+      };
+    }
+
+    close() {
+      if (this.es) this.es.close();
+      this.es = null;
     }
 
     async tick() {
       clearTimeout(this.timer);
       if (this.stopped) return;
+      if (this.busy) {
+        this.again = true;
+        return;
+      }
+      this.busy = true;
+      this.last = Date.now();
       let more = true;
       try {
         more = await this.refresh();
@@ -199,12 +246,21 @@
         // server or a 5xx may.
         more = !(e instanceof ApiError && e.status >= 400 && e.status < 500);
       }
+      this.busy = false;
+      if (!more) this.close();
       setLive(!this.stopped && more);
-      if (!this.stopped && more) this.timer = setTimeout(() => this.tick(), POLL_MS);
+      if (this.stopped || !more) return;
+      if (this.again) {
+        this.again = false;
+        this.timer = setTimeout(() => this.tick(), STREAM_MIN_MS);
+        return;
+      }
+      this.timer = setTimeout(() => this.tick(), this.es ? STREAM_POLL_MS : POLL_MS);
     }
 
     stop() {
       this.stopped = true;
+      this.close();
       clearTimeout(this.timer);
       setLive(false);
     }
@@ -780,7 +836,7 @@
         if (!loaded) put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
         throw e;
       }
-    }).start();
+    }, '/v1/runs/' + enc(id) + '/stream?mode=events').start();
   }
 
   function isFinal(status) {

@@ -101,6 +101,8 @@ type Store struct {
 	reads readStatements
 	// lists holds the ListRuns statements, by filter.
 	lists listStatements
+	// events is the run event log's (events.go).
+	events eventStatements
 }
 
 // readStatements are the prepared statements of reads.
@@ -200,6 +202,7 @@ func (s *Store) close() error {
 		}
 	}
 	errs = append(errs, s.lists.close())
+	errs = append(errs, s.events.close())
 	errs = append(errs, s.db.Close())
 	return errors.Join(errs...)
 }

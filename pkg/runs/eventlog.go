@@ -1,0 +1,316 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+// DefaultStreamRetention is how many events an EventLog keeps per run when
+// its configuration does not say: the newest ones. A stream resumed from an
+// event older than those kept starts again from the oldest kept (see
+// EventPage.First).
+const DefaultStreamRetention = 10000
+
+// MaxEventPage bounds the events one EventsSince call returns.
+const MaxEventPage = 1000
+
+// StreamEvent is one event of a run's stream: an engine event or an event
+// a node sent with [pregel.Emit], with its place in the stream.
+type StreamEvent struct {
+	// ID numbers the run's events from 1, in the order they happened;
+	// each event's id is one more than the previous one's.
+	ID int64 `json:"id"`
+	pregel.Event
+}
+
+// EventPage is a part of a run's stream.
+type EventPage struct {
+	// Events are the events asked for, oldest first, with consecutive ids.
+	Events []StreamEvent
+	// First is the id of the oldest event the log keeps for the run, and
+	// Last the id of its newest (both 0 when it keeps none). Events
+	// between the one asked to start after and First were dropped by the
+	// log's retention.
+	First, Last int64
+}
+
+// EventLog keeps the streams of runs, for watchers that start late or
+// resume after a disconnect. Implementations must be safe for concurrent
+// use; one writer appends to a run's stream at a time (the Scheduler
+// executing it). The package runstest holds a conformance suite
+// (runstest.RunEventLog).
+//
+// A log keeps a bounded number of each run's newest events (its
+// retention); the method names carry "Events" so that a store can
+// implement EventLog beside Store.
+type EventLog interface {
+	EventReader
+	// AppendEvents adds evs, in order, to the end of the run's stream
+	// and returns them with their ids: the first gets the id after the
+	// newest stored.
+	AppendEvents(ctx context.Context, runID string, evs []pregel.Event) ([]StreamEvent, error)
+}
+
+// EventReader reads runs' streams.
+type EventReader interface {
+	// EventsSince returns up to limit (at most MaxEventPage; that many
+	// when 0 or less) events of the run with ids above after, oldest
+	// first. A run with no events gives an empty page, not an error; a
+	// negative after is an error wrapping ErrInvalid.
+	EventsSince(ctx context.Context, runID string, after int64, limit int) (EventPage, error)
+}
+
+// LiveEvents is an EventReader that also delivers events as they are
+// logged: the Scheduler. Streams of a bare EventReader poll it.
+type LiveEvents interface {
+	EventReader
+	// WatchEvents subscribes to the run's events logged from now on.
+	WatchEvents(runID string) *Watch
+}
+
+// PageLimit clamps the limit of an EventsSince call to 1..MaxEventPage
+// (0 or less gives MaxEventPage); for EventLog implementations.
+func PageLimit(limit int) int {
+	if limit <= 0 || limit > MaxEventPage {
+		return MaxEventPage
+	}
+	return limit
+}
+
+// MemoryEventLog is an EventLog in memory. It keeps at most Retention
+// events per run (the newest) and the streams of at most MaxRuns runs
+// (the streams appended to most recently). Create it with
+// NewMemoryEventLog.
+type MemoryEventLog struct {
+	retention int
+	maxRuns   int
+
+	mu    sync.Mutex
+	runs  map[string]*memStream
+	clock int64 // orders streams by last append
+}
+
+type memStream struct {
+	events []StreamEvent // oldest first
+	last   int64
+	used   int64
+}
+
+// DefaultMemoryEventRuns is how many runs' streams a MemoryEventLog keeps
+// when not told.
+const DefaultMemoryEventRuns = 1000
+
+// NewMemoryEventLog returns an empty MemoryEventLog keeping retention
+// events per run and the streams of maxRuns runs (defaults
+// DefaultStreamRetention and DefaultMemoryEventRuns when 0 or less).
+func NewMemoryEventLog(retention, maxRuns int) *MemoryEventLog {
+	if retention <= 0 {
+		retention = DefaultStreamRetention
+	}
+	if maxRuns <= 0 {
+		maxRuns = DefaultMemoryEventRuns
+	}
+	return &MemoryEventLog{retention: retention, maxRuns: maxRuns, runs: make(map[string]*memStream)}
+}
+
+var _ EventLog = (*MemoryEventLog)(nil)
+
+// AppendEvents implements EventLog.
+func (m *MemoryEventLog) AppendEvents(ctx context.Context, runID string, evs []pregel.Event) ([]StreamEvent, error) {
+	if runID == "" {
+		return nil, fmt.Errorf("append events with no run id: %w", ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.runs[runID]
+	if s == nil {
+		s = &memStream{}
+		m.runs[runID] = s
+		m.evictLocked(runID)
+	}
+	m.clock++
+	s.used = m.clock
+	out := make([]StreamEvent, len(evs))
+	for i, ev := range evs {
+		s.last++
+		out[i] = StreamEvent{ID: s.last, Event: ev}
+	}
+	s.events = append(s.events, out...)
+	if over := len(s.events) - m.retention; over > 0 {
+		s.events = append(s.events[:0:0], s.events[over:]...)
+	}
+	return out, nil
+}
+
+// evictLocked drops the least recently appended stream while there are
+// more than maxRuns, never keep's.
+func (m *MemoryEventLog) evictLocked(keep string) {
+	for len(m.runs) > m.maxRuns {
+		var oldest string
+		var used int64 = -1
+		for id, s := range m.runs {
+			if id != keep && (used < 0 || s.used < used) {
+				oldest, used = id, s.used
+			}
+		}
+		delete(m.runs, oldest)
+	}
+}
+
+// EventsSince implements EventLog.
+func (m *MemoryEventLog) EventsSince(ctx context.Context, runID string, after int64, limit int) (EventPage, error) {
+	if after < 0 {
+		return EventPage{}, fmt.Errorf("event id %d is negative: %w", after, ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return EventPage{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.runs[runID]
+	if s == nil || len(s.events) == 0 {
+		return EventPage{}, nil
+	}
+	first := s.events[0].ID
+	page := EventPage{First: first, Last: s.last}
+	start := max(after+1-first, 0)
+	if start >= int64(len(s.events)) {
+		return page, nil
+	}
+	end := min(start+int64(PageLimit(limit)), int64(len(s.events)))
+	page.Events = append([]StreamEvent(nil), s.events[start:end]...)
+	return page, nil
+}
+
+// Watch is a live subscription to a run's stream, from
+// [Scheduler.WatchEvents]. Events arrive on C in id order, as they are
+// logged. C is closed when the watch ends: Stop was called, the watcher
+// fell too far behind, or the source shut down; Err then says which.
+type Watch struct {
+	// C delivers the run's events as they are logged.
+	C <-chan StreamEvent
+
+	ch   chan StreamEvent
+	stop func()
+	mu   sync.Mutex
+	err  error
+}
+
+// Errors that end a Watch.
+var (
+	// ErrWatchBehind: the watcher did not keep up and was dropped; it
+	// resumes by reading the log after the last event it got, then
+	// watching again.
+	ErrWatchBehind = errors.New("watcher fell behind; resume from the event log")
+	// ErrWatchClosed: the source shut down; read the log instead.
+	ErrWatchClosed = errors.New("event source shut down")
+	// ErrWatchStopped: Stop was called.
+	ErrWatchStopped = errors.New("watch stopped")
+)
+
+// Err says why C was closed, or is nil while it is open.
+func (w *Watch) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Stop ends the watch; C is closed if it was not already.
+func (w *Watch) Stop() { w.stop() }
+
+// end closes C with err (once); the caller holds the hub's lock.
+func (w *Watch) end(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+		close(w.ch)
+	}
+}
+
+// watchBuffer bounds the events buffered for one Watch; a watcher that
+// falls further behind is dropped (ErrWatchBehind).
+const watchBuffer = 1024
+
+// watchHub fans logged events out to the Watches of each run.
+type watchHub struct {
+	mu      sync.Mutex
+	watches map[string]map[*Watch]struct{}
+	closed  bool
+}
+
+func (h *watchHub) watch(runID string) *Watch {
+	ch := make(chan StreamEvent, watchBuffer)
+	w := &Watch{C: ch, ch: ch}
+	w.stop = func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.removeLocked(runID, w)
+		w.end(ErrWatchStopped)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		w.end(ErrWatchClosed)
+		return w
+	}
+	if h.watches == nil {
+		h.watches = make(map[string]map[*Watch]struct{})
+	}
+	if h.watches[runID] == nil {
+		h.watches[runID] = make(map[*Watch]struct{})
+	}
+	h.watches[runID][w] = struct{}{}
+	return w
+}
+
+func (h *watchHub) removeLocked(runID string, w *Watch) {
+	delete(h.watches[runID], w)
+	if len(h.watches[runID]) == 0 {
+		delete(h.watches, runID)
+	}
+}
+
+// watched reports whether a run has watchers.
+func (h *watchHub) watched(runID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.watches[runID]) > 0
+}
+
+// deliver sends evs to the run's watchers without blocking; a watcher
+// without room for all of them is dropped.
+func (h *watchHub) deliver(runID string, evs []StreamEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watches[runID] {
+		if cap(w.ch)-len(w.ch) < len(evs) {
+			h.removeLocked(runID, w)
+			w.end(ErrWatchBehind)
+			continue
+		}
+		for _, ev := range evs {
+			w.ch <- ev
+		}
+	}
+}
+
+// close ends every watch with ErrWatchClosed.
+func (h *watchHub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for id, ws := range h.watches {
+		for w := range ws {
+			w.end(ErrWatchClosed)
+		}
+		delete(h.watches, id)
+	}
+}

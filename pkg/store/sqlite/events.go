@@ -1,0 +1,192 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// Run event streams ([runs.EventLog]): one row per event, keyed by run and
+// id, the event as JSON. The table is created on first use, outside the
+// numbered schema versions (it refers to no other table), by
+// CREATE TABLE IF NOT EXISTS. A run keeps its newest events up to the
+// retention (runs.DefaultStreamRetention unless SetEventRetention says);
+// an append deletes those beyond it.
+
+var _ runs.EventLog = (*Store)(nil)
+
+const sqlEventsTable = `
+CREATE TABLE IF NOT EXISTS run_events (
+	run_id TEXT    NOT NULL,
+	id     INTEGER NOT NULL CHECK (id > 0),
+	-- The pregel.Event as JSON.
+	event  BLOB    NOT NULL,
+	PRIMARY KEY (run_id, id)
+) WITHOUT ROWID`
+
+// sqlEventsSince reads a page and the first and last ids kept in one
+// statement, so one snapshot: the LEFT JOIN gives one row with a NULL id
+// when the page is empty.
+const sqlEventsSince = `
+SELECT e.id, e.event, b.first, b.last
+FROM (SELECT COALESCE(MIN(id), 0) AS first, COALESCE(MAX(id), 0) AS last FROM run_events WHERE run_id = ?1) AS b
+LEFT JOIN run_events AS e ON e.run_id = ?1 AND e.id > ?2
+ORDER BY e.id
+LIMIT ?3`
+
+// eventStatements are the event log's statements, prepared on first use.
+type eventStatements struct {
+	once      sync.Once
+	err       error
+	retention int
+
+	since                  *sql.Stmt    // on the pool
+	last, insert, truncate *sql.Stmt    // on the write connection
+	buf                    bytes.Buffer // the batch being inserted; with the write connection
+}
+
+// SetEventRetention sets how many events the Store keeps per run (the
+// newest); 0 or less restores runs.DefaultStreamRetention. Call it before
+// the first AppendEvents.
+func (s *Store) SetEventRetention(n int) { s.events.retention = n }
+
+func (s *Store) eventStmts(ctx context.Context) (*eventStatements, error) {
+	e := &s.events
+	e.once.Do(func() {
+		ctx := context.WithoutCancel(ctx)
+		e.err = s.w.do(ctx, func() error {
+			if _, err := s.w.execLocking(ctx, s.w.begin); err != nil {
+				return err
+			}
+			if _, err := s.w.conn.ExecContext(ctx, sqlEventsTable); err != nil {
+				s.w.abort()
+				return err
+			}
+			if _, err := s.w.exec(s.w.commit); err != nil {
+				s.w.abort()
+				return err
+			}
+			return prepareAll(ctx, s.w.conn, []prepared{
+				{&e.last, `SELECT COALESCE(MAX(id), 0) FROM run_events WHERE run_id = ?`},
+				// One statement for a batch: the events as a JSON array.
+				{&e.insert, `INSERT INTO run_events (run_id, id, event) SELECT ?1, ?2 + key + 1, value FROM json_each(?3)`},
+				{&e.truncate, `DELETE FROM run_events WHERE run_id = ? AND id <= ?`},
+			})
+		})
+		if e.err == nil {
+			e.err = prepareAll(ctx, s.db, []prepared{{&e.since, sqlEventsSince}})
+		}
+		if e.err != nil {
+			e.err = fmt.Errorf("sqlite: prepare the event log: %w", e.err)
+		}
+	})
+	return e, e.err
+}
+
+// closeEvents closes the event log's statements.
+func (e *eventStatements) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{e.since, e.last, e.insert, e.truncate} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AppendEvents implements [runs.EventLog]: the events get the ids after
+// the run's newest, in one transaction.
+func (s *Store) AppendEvents(ctx context.Context, runID string, evs []pregel.Event) ([]runs.StreamEvent, error) {
+	if runID == "" {
+		return nil, fmt.Errorf("append events with no run id: %w", runs.ErrInvalid)
+	}
+	e, err := s.eventStmts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]runs.StreamEvent, len(evs))
+	retention := int64(e.retention)
+	if retention <= 0 {
+		retention = runs.DefaultStreamRetention
+	}
+	err = s.w.inTx(ctx, func() error {
+		buf := &e.buf
+		buf.Reset()
+		buf.WriteByte('[')
+		enc := json.NewEncoder(buf)
+		for i := range evs {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := enc.Encode(&evs[i]); err != nil {
+				return fmt.Errorf("encode event %s: %w", evs[i].Type, err)
+			}
+		}
+		buf.WriteByte(']')
+		var last int64
+		if err := s.w.queryRow(e.last, runID).Scan(&last); err != nil {
+			return err
+		}
+		if _, err := s.w.exec(e.insert, runID, last, buf.Bytes()); err != nil {
+			return err
+		}
+		for i := range evs {
+			out[i] = runs.StreamEvent{ID: last + int64(i) + 1, Event: evs[i]}
+		}
+		if last += int64(len(evs)); last > retention {
+			if _, err := s.w.exec(e.truncate, runID, last-retention); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: append %d events of run %q: %w", len(evs), runID, err)
+	}
+	return out, nil
+}
+
+// EventsSince implements [runs.EventLog].
+func (s *Store) EventsSince(ctx context.Context, runID string, after int64, limit int) (runs.EventPage, error) {
+	if after < 0 {
+		return runs.EventPage{}, fmt.Errorf("event id %d is negative: %w", after, runs.ErrInvalid)
+	}
+	e, err := s.eventStmts(ctx)
+	if err != nil {
+		return runs.EventPage{}, err
+	}
+	rows, err := e.since.QueryContext(ctx, runID, after, runs.PageLimit(limit))
+	if err != nil {
+		return runs.EventPage{}, fmt.Errorf("sqlite: read events of run %q: %w", runID, err)
+	}
+	defer rows.Close()
+	var page runs.EventPage
+	for rows.Next() {
+		var (
+			id   sql.NullInt64
+			data []byte
+		)
+		if err := rows.Scan(&id, &data, &page.First, &page.Last); err != nil {
+			return runs.EventPage{}, fmt.Errorf("sqlite: read events of run %q: %w", runID, err)
+		}
+		if !id.Valid {
+			continue
+		}
+		ev := runs.StreamEvent{ID: id.Int64}
+		if err := json.Unmarshal(data, &ev.Event); err != nil {
+			return runs.EventPage{}, fmt.Errorf("sqlite: decode event %d of run %q: %w", id.Int64, runID, err)
+		}
+		page.Events = append(page.Events, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return runs.EventPage{}, fmt.Errorf("sqlite: read events of run %q: %w", runID, err)
+	}
+	return page, nil
+}

@@ -1,0 +1,44 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/runs/runstest"
+)
+
+func TestEventLogConformance(t *testing.T) {
+	runstest.RunEventLog(t, func(t *testing.T, retention int) runs.EventLog {
+		s := open(t, filepath.Join(t.TempDir(), "superstep.db"))
+		s.SetEventRetention(retention)
+		return s
+	})
+}
+
+// TestEventLogSurvivesReopen checks that a run's stream is kept in the
+// file: a Store opened later reads it and continues its ids.
+func TestEventLogSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "superstep.db")
+	ctx := t.Context()
+	s := open(t, path)
+	if _, err := s.AppendEvents(ctx, "r1", []pregel.Event{{Type: pregel.EventRunStarted, RunID: "r1"}, {Type: pregel.EventStepStarted, RunID: "r1", Step: 1, Tasks: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, path)
+	page, err := s2.EventsSince(ctx, "r1", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 1 || page.Events[0].ID != 2 || page.Events[0].Type != pregel.EventStepStarted || page.Events[0].Tasks != 2 {
+		t.Fatalf("after reopening: %+v; want event 2, step_started with 2 tasks", page.Events)
+	}
+	got, err := s2.AppendEvents(ctx, "r1", []pregel.Event{{Type: pregel.EventRunFinished, RunID: "r1"}})
+	if err != nil || got[0].ID != 3 {
+		t.Fatalf("append after reopening = %+v, %v; want id 3", got, err)
+	}
+}
