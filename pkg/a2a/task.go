@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -70,6 +69,9 @@ func status(r runs.Run) (core.TaskState, *core.Message) {
 	case pregel.RunCompleted:
 		return core.TaskStateCompleted, nil
 	case pregel.RunFailed:
+		if r.Rejected {
+			return core.TaskStateRejected, agentText(r, r.Error)
+		}
 		return core.TaskStateFailed, agentText(r, "the task failed")
 	case pregel.RunCancelled:
 		return core.TaskStateCanceled, agentText(r, "the task was canceled")
@@ -326,9 +328,6 @@ func readParts(parts core.ContentParts) (content, error) {
 func (a *agent) input(c content) (json.RawMessage, string) {
 	in := make(map[string]any)
 	if len(c.texts) > 0 {
-		if a.text == "" {
-			return nil, fmt.Sprintf("graph %q takes no text; send a data part holding a JSON object of channel values (channels: %s)", a.graph.Name(), strings.Join(a.graph.Channels(), ", "))
-		}
 		in[a.text] = strings.Join(c.texts, "\n")
 	}
 	for i, d := range c.data {
@@ -366,26 +365,4 @@ func resumeValue(c content) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// rejected is the task of a message whose input the graph refused. It is
-// not stored: no run was created.
-func rejected(id, contextID, reason string, msg *core.Message) *core.Task {
-	now := time.Now().UTC()
-	user := *msg
-	user.TaskID, user.ContextID = core.TaskID(id), contextID
-	return &core.Task{
-		ID:        core.TaskID(id),
-		ContextID: contextID,
-		Status: core.TaskStatus{
-			State: core.TaskStateRejected,
-			Message: &core.Message{
-				ID:        id + "-rejected",
-				Role:      core.MessageRoleAgent,
-				TaskID:    core.TaskID(id),
-				ContextID: contextID,
-				Parts:     core.ContentParts{core.NewTextPart(reason)},
-			},
-			Timestamp: &now,
-		},
-		History: []*core.Message{&user},
-	}
-}
+

@@ -41,6 +41,9 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 	// FailedNode names the node that failed the run, if one did.
 	FailedNode string `json:"failed_node,omitempty"`
+	// Rejected marks a failed run whose input was refused before it
+	// started (Service.Reject); Error says why.
+	Rejected bool `json:"rejected,omitempty"`
 	// Events is the run's history, oldest first: its changes of status
 	// and the requests made of it (see Event). Mutate appends to it. It
 	// holds at most MaxEvents events: the first (created) and the newest;
