@@ -108,6 +108,10 @@ func (h *handler) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*c
 	}
 	page, err := h.s.svc.List(ctx, f)
 	switch {
+	case errors.Is(err, runs.ErrInvalid) && req.PageToken != "":
+		// The store's words stay in the log: they name the store.
+		h.s.log.InfoContext(ctx, "a2a: list tasks: page token refused", "graph", h.a.graph.Name(), "error", err)
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("pageToken %q is not one this agent issued (or it has expired); list again without it", req.PageToken))
 	case errors.Is(err, runs.ErrInvalid):
 		return nil, core.NewError(core.ErrInvalidParams, publicMessage(err))
 	case err != nil:

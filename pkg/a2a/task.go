@@ -364,5 +364,3 @@ func resumeValue(c content) (json.RawMessage, error) {
 	}
 	return raw, nil
 }
-
-
