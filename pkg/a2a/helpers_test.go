@@ -117,7 +117,8 @@ type env struct {
 
 type envConfig struct {
 	events bool
-	sqlite bool // SQLite stores instead of memory ones
+	sqlite bool   // SQLite stores instead of memory ones
+	token  string // the API's bearer token; the cards stay public (Server.PublicCards)
 	opts   []a2a.Option
 	graphs []*pregel.Graph
 }
@@ -156,9 +157,10 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		opts = append(opts, a2a.WithEvents(sched), a2a.WithStreaming(true))
 	}
 	opts = append(opts, cfg.opts...)
-	h := api.New(api.Config{Service: svc, Logger: log})
-	h.Handle(a2a.Pattern, a2a.New(svc, opts...))
-	srv := httptest.NewServer(h)
+	h := api.New(api.Config{Service: svc, Logger: log, Token: cfg.token})
+	a := a2a.New(svc, opts...)
+	h.Handle(a2a.Pattern, a)
+	srv := httptest.NewServer(a.PublicCards(h))
 	t.Cleanup(func() {
 		srv.Close()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

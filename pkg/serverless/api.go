@@ -172,7 +172,7 @@ func (a *App) HandleHTTP(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		return problemResponse(http.StatusBadRequest, ev.RawPath, err.Error())
 	}
 	w := &responseBuffer{header: http.Header{}}
-	a.API.ServeHTTP(w, req)
+	a.httpHandler().ServeHTTP(w, req)
 	return w.response()
 }
 

@@ -171,6 +171,8 @@ type App struct {
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
+
+	public http.Handler // API, with the A2A agent cards served without its token
 }
 
 // New wires an App.
@@ -213,13 +215,15 @@ func New(o Options) (*App, error) {
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
 	// follows the run record.
-	httpAPI.Handle(a2a.Pattern, a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true)))
+	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true))
+	httpAPI.Handle(a2a.Pattern, agents)
 	return &App{
 		Config:  o.Config,
 		Logger:  log,
 		Service: svc,
 		Ticks:   ticks,
 		API:     httpAPI,
+		public:  agents.PublicCards(httpAPI), // agent cards need no token
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
@@ -252,4 +256,12 @@ func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 }
 
 // ServeHTTP serves the HTTP API; App is an [http.Handler].
-func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.API.ServeHTTP(w, r) }
+func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.httpHandler().ServeHTTP(w, r) }
+
+// httpHandler is the API handler with the agent cards public.
+func (a *App) httpHandler() http.Handler {
+	if a.public != nil {
+		return a.public
+	}
+	return a.API
+}
