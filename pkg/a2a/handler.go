@@ -122,23 +122,59 @@ func (h *handler) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*c
 		zero := 0
 		history = &zero
 	}
+	// A run's task matches when it was updated at or after
+	// statusTimestampAfter (spec: ">="), and has the state asked for
+	// (a run status may give several task states).
+	matches := func(r runs.Run) bool {
+		if req.StatusTimestampAfter != nil && r.UpdatedAt.Before(*req.StatusTimestampAfter) {
+			return false
+		}
+		if req.Status != core.TaskStateUnspecified {
+			if state, _ := status(r); state != req.Status {
+				return false
+			}
+		}
+		return true
+	}
 	out := &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size, NextPageToken: page.NextPageToken}
 	budget := api.NewValueBudget() // one for the whole page
 	for _, r := range page.Runs {
-		if req.StatusTimestampAfter != nil && !r.UpdatedAt.After(*req.StatusTimestampAfter) {
+		if !matches(r) {
 			continue
 		}
 		t, err := h.s.task(ctx, r, taskView{history: history, artifacts: req.IncludeArtifacts, budget: budget})
 		if err != nil {
 			return nil, err
 		}
-		if req.Status != core.TaskStateUnspecified && t.Status.State != req.Status {
-			continue
-		}
 		out.Tasks = append(out.Tasks, t)
 	}
-	out.TotalSize = len(out.Tasks)
+	// totalSize counts every matching task, not the page: one more pass
+	// over the listing, reading records only.
+	if out.TotalSize, err = h.count(ctx, f, matches); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// count counts the runs of a listing that match.
+func (h *handler) count(ctx context.Context, f runs.Filter, matches func(runs.Run) bool) (int, error) {
+	f.Limit, f.PageToken = 500, ""
+	n := 0
+	for {
+		page, err := h.s.svc.List(ctx, f)
+		if err != nil {
+			return 0, h.s.internal(ctx, "count runs", "", err)
+		}
+		for _, r := range page.Runs {
+			if matches(r) {
+				n++
+			}
+		}
+		if page.NextPageToken == "" {
+			return n, nil
+		}
+		f.PageToken = page.NextPageToken
+	}
 }
 
 // CancelTask implements a2asrv.RequestHandler: it cancels the run. A

@@ -564,6 +564,20 @@ func TestListTasks(t *testing.T) {
 	if _, err := c.ListTasks(ctx, &core.ListTasksRequest{PageSize: 1000}); !errors.Is(err, core.ErrInvalidParams) {
 		t.Errorf("page size 1000: %v", err)
 	}
+	// totalSize is the number of matching tasks, not the page's.
+	if resp.TotalSize != 3 || next.TotalSize != 3 {
+		t.Errorf("totalSize %d and %d for 3 completed tasks in pages of 2, want 3", resp.TotalSize, next.TotalSize)
+	}
+	all, err := c.ListTasks(ctx, &core.ListTasksRequest{PageSize: 1})
+	if err != nil || len(all.Tasks) != 1 || all.TotalSize != 4 {
+		t.Fatalf("page of 1: %d tasks, totalSize %d, %v; want 1 of 4", len(all.Tasks), all.TotalSize, err)
+	}
+	// statusTimestampAfter includes a task updated at that very time.
+	at := *all.Tasks[0].Status.Timestamp
+	same, err := c.ListTasks(ctx, &core.ListTasksRequest{StatusTimestampAfter: &at})
+	if err != nil || len(same.Tasks) == 0 || same.Tasks[0].ID != all.Tasks[0].ID {
+		t.Errorf("statusTimestampAfter = the newest task's time: %+v, %v; want it listed (>=)", same, err)
+	}
 }
 
 func TestStreamingDisabled(t *testing.T) {
@@ -617,4 +631,35 @@ func TestTextChannelOption(t *testing.T) {
 	}
 	task := send(t, c, core.NewMessage(core.MessageRoleUser, core.NewDataPart(map[string]any{"message": "hi"})), nil)
 	wantState(t, task, core.TaskStateCompleted)
+}
+
+// TestBlockingSendOutlivesAPIGatewayLimit: a blocking send waits for a
+// task longer than API Gateway's limit (the "slow" message takes 30s)
+// until it completes, unless WithBlockingTimeout says otherwise.
+func TestBlockingSendOutlivesAPIGatewayLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 30s; run without -short")
+	}
+	t.Parallel()
+	e := newEnv(t, envConfig{events: true})
+	c := e.client(t, "chat", "0.3")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := c.SendMessage(ctx, &core.SendMessageRequest{Message: text("slow")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*core.Task)
+	if !ok {
+		t.Fatalf("result %T", res)
+	}
+	wantState(t, task, core.TaskStateCompleted)
+
+	bounded := newEnv(t, envConfig{events: true, opts: []a2a.Option{a2a.WithBlockingTimeout(200 * time.Millisecond)}})
+	start := time.Now()
+	task = send(t, bounded.client(t, "chat", "1.0"), text("slow"), nil)
+	wantState(t, task, core.TaskStateWorking)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("WithBlockingTimeout(200ms): answered after %v", d)
+	}
 }

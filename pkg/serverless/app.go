@@ -215,7 +215,7 @@ func New(o Options) (*App, error) {
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
 	// follows the run record.
-	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true))
+	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout))
 	httpAPI.Handle(a2a.Pattern, agents)
 	return &App{
 		Config:  o.Config,
