@@ -386,6 +386,7 @@ func (h *handler) prepareResume(ctx context.Context, msg *core.Message, c conten
 // stored like any other (a failed run marked rejected: runs.Service.Reject).
 func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 	if p.resume {
+		p.req.Message = h.record(ctx, p)
 		r, err := h.s.svc.Resume(ctx, p.id, p.req)
 		switch {
 		case errors.Is(err, runs.ErrInvalidState):
@@ -399,7 +400,7 @@ func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 		}
 		return r, nil
 	}
-	req := runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID}
+	req := runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID, Message: h.record(ctx, p)}
 	reason := p.reject
 	if reason == "" {
 		r, _, err := h.s.svc.Create(ctx, h.a.graph.Name(), req)
@@ -417,6 +418,26 @@ func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 		return runs.Run{}, h.s.internal(ctx, "store rejected run", p.id, err)
 	}
 	return r, nil
+}
+
+// record is the message of a plan as the run keeps it for the task's
+// history (runs.Run.Messages): the client's message, with its task and
+// context ids.
+func (h *handler) record(ctx context.Context, p plan) json.RawMessage {
+	if p.msg == nil {
+		return nil
+	}
+	m := *p.msg
+	m.TaskID = core.TaskID(p.id)
+	if p.contextID != "" {
+		m.ContextID = p.contextID
+	}
+	raw, err := json.Marshal(&m)
+	if err != nil {
+		h.s.log.WarnContext(ctx, "a2a: message not kept in the task's history", "run_id", p.id, "error", err)
+		return nil
+	}
+	return raw
 }
 
 // GetTaskPushConfig implements a2asrv.RequestHandler: push notifications

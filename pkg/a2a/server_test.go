@@ -663,3 +663,39 @@ func TestBlockingSendOutlivesAPIGatewayLimit(t *testing.T) {
 		t.Errorf("WithBlockingTimeout(200ms): answered after %v", d)
 	}
 }
+
+// TestHistoryKeepsClientMessages: a task's history holds the client's
+// first message and its answers to input-required, as sent (ids, parts),
+// in both protocol versions; historyLength keeps the newest.
+func TestHistoryKeepsClientMessages(t *testing.T) {
+	e := newEnv(t, envConfig{events: true})
+	for _, version := range []string{"1.0", "0.3"} {
+		t.Run(version, func(t *testing.T) {
+			c := e.client(t, "chat", version)
+			first := text("ask")
+			task := send(t, c, first, nil)
+			wantState(t, task, core.TaskStateInputRequired)
+			answer := core.NewMessageForTask(core.MessageRoleUser, task, core.NewTextPart("eve"))
+			done := send(t, c, answer, nil)
+			wantState(t, done, core.TaskStateCompleted)
+			got, err := c.GetTask(context.Background(), &core.GetTaskRequest{ID: task.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.History) != 2 {
+				t.Fatalf("history of %d messages, want the question's and the answer's: %+v", len(got.History), got.History)
+			}
+			for i, want := range []*core.Message{first, answer} {
+				m := got.History[i]
+				if m.ID != want.ID || m.Role != core.MessageRoleUser || len(m.Parts) != 1 || m.Parts[0].Text() != want.Parts[0].Text() || m.TaskID != task.ID {
+					t.Errorf("history[%d] = %+v, want the client's message %q (%s)", i, m, want.Parts[0].Text(), want.ID)
+				}
+			}
+			one := 1
+			got, err = c.GetTask(context.Background(), &core.GetTaskRequest{ID: task.ID, HistoryLength: &one})
+			if err != nil || len(got.History) != 1 || got.History[0].ID != answer.ID {
+				t.Errorf("historyLength 1: %+v, %v; want the answer", got, err)
+			}
+		})
+	}
+}

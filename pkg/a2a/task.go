@@ -178,24 +178,7 @@ func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, 
 		Metadata:  map[string]any{MetadataKey: s.runMetadata(r)},
 	}
 	if v.history == nil || *v.history > 0 {
-		// Input values too large or too deep to embed are left out
-		// with a marker (see api.ValueBudget).
-		raw, omitted := v.budget.FitInput(r.ID, r.Input)
-		in, err := decodeJSON(raw)
-		if err != nil || in == nil {
-			in = map[string]any{}
-		}
-		first := &core.Message{
-			ID:        r.ID + "-input",
-			Role:      core.MessageRoleUser,
-			TaskID:    core.TaskID(r.ID),
-			ContextID: contextOf(r),
-			Parts:     core.ContentParts{core.NewDataPart(s.hrefs(in, omitted))},
-		}
-		if len(omitted) > 0 {
-			first.Metadata = map[string]any{MetadataKey: map[string]any{"omitted_input": omitted}}
-		}
-		t.History = []*core.Message{first}
+		t.History = s.history(r, v)
 	}
 	if v.artifacts && r.Status == pregel.RunCompleted {
 		a, err := s.artifact(ctx, r, v.budget)
@@ -205,6 +188,58 @@ func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, 
 		t.Artifacts = []*core.Artifact{a}
 	}
 	return t, nil
+}
+
+// history is a task's history: the client's messages kept with the run
+// (the first, then its answers; the newest ones when v.history bounds
+// it), or, for runs created without a message (through /v1, say), its
+// input as the user's first message.
+func (s *Server) history(r runs.Run, v taskView) []*core.Message {
+	if len(r.Messages) == 0 {
+		return []*core.Message{s.inputMessage(r, v.budget)}
+	}
+	msgs := r.Messages
+	if v.history != nil && *v.history < len(msgs) {
+		msgs = msgs[len(msgs)-*v.history:]
+	}
+	out := make([]*core.Message, 0, len(msgs))
+	for i, raw := range msgs {
+		// The answer's budget bounds what is embedded, as for values.
+		fitted, omitted := v.budget.Fit(map[string]json.RawMessage{"message": raw}, func(string) string { return "" })
+		var m core.Message
+		if len(omitted) > 0 || json.Unmarshal(fitted["message"], &m) != nil || len(m.Parts) == 0 {
+			m = core.Message{
+				ID:    fmt.Sprintf("%s-message-%d", r.ID, i),
+				Role:  core.MessageRoleUser,
+				Parts: core.ContentParts{core.NewTextPart("(this message is too large to show in the history)")},
+			}
+		}
+		m.TaskID, m.ContextID = core.TaskID(r.ID), contextOf(r)
+		out = append(out, &m)
+	}
+	return out
+}
+
+// inputMessage is a run's input as the user's first message. Input
+// values too large or too deep to embed are left out with a marker (see
+// api.ValueBudget).
+func (s *Server) inputMessage(r runs.Run, budget *api.ValueBudget) *core.Message {
+	raw, omitted := budget.FitInput(r.ID, r.Input)
+	in, err := decodeJSON(raw)
+	if err != nil || in == nil {
+		in = map[string]any{}
+	}
+	first := &core.Message{
+		ID:        r.ID + "-input",
+		Role:      core.MessageRoleUser,
+		TaskID:    core.TaskID(r.ID),
+		ContextID: contextOf(r),
+		Parts:     core.ContentParts{core.NewDataPart(s.hrefs(in, omitted))},
+	}
+	if len(omitted) > 0 {
+		first.Metadata = map[string]any{MetadataKey: map[string]any{"omitted_input": omitted}}
+	}
+	return first
 }
 
 func (s *Server) runMetadata(r runs.Run) map[string]any {

@@ -34,7 +34,7 @@ func (s *Service) Reject(ctx context.Context, graph string, req CreateRequest, r
 	now := s.now()
 	r, created, err := s.Runs.CreateRun(ctx, Run{
 		ID: req.RunID, Graph: graph, Status: pregel.RunFailed, Input: input, ContextID: req.ContextID,
-		CreatedAt: now, UpdatedAt: now, Error: reason, Rejected: true,
+		CreatedAt: now, UpdatedAt: now, Error: reason, Rejected: true, Messages: appendMessage(nil, req.Message),
 		Events: []Event{
 			{At: now, Type: EventCreated, Status: pregel.RunPending},
 			{At: now, Type: EventFailed, Status: pregel.RunFailed, Detail: reason},
