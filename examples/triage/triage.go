@@ -268,7 +268,10 @@ func searchKB(ctx context.Context, s State) (State, error) {
 		return State{}, err
 	}
 	text := words(s.Text())
-	var found []Finding
+	// Not nil: a task that finds nothing writes [] (the append reducer
+	// keeps a channel never written empty when the only update is null,
+	// which draft_reply could not decode).
+	found := []Finding{}
 	for _, a := range knowledgeBase[section] {
 		score := 0
 		for _, k := range a.keywords {

@@ -286,6 +286,14 @@ func TestTickets(t *testing.T) {
 			wantDraft:    "Hi there,\n\nThank you for contacting us about your billing question. I am sorry you were charged twice",
 		},
 		{
+			name:       "a general message that matches no article",
+			message:    "Hello from a chat client!",
+			wantStatus: pregel.RunInterrupted, wantLanguage: "en", wantTranslate: pregel.NodeSkipped,
+			wantCategory: "general", wantPriority: "normal",
+			wantSections: []string{"general/faq"},
+			wantDraft:    "Hi there,",
+		},
+		{
 			name:       "legal ticket is escalated without review",
 			ticket:     Ticket{ID: "T-2004", From: "ana@example.com", Subject: "GDPR request", Body: "My lawyer asks for all the data you hold about me."},
 			wantStatus: pregel.RunCompleted, wantLanguage: "en", wantTranslate: pregel.NodeSkipped,
