@@ -116,7 +116,9 @@ func (s *Server) PublicCards(next http.Handler) http.Handler {
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			rest, ok := strings.CutPrefix(r.URL.Path, s.prefix+"/")
-			if graph, ok2 := strings.CutSuffix(rest, a2asrv.WellKnownAgentCardPath); ok && ok2 && graph != "" && !strings.Contains(graph, "/") {
+			graph, _ := strings.CutSuffix(rest, a2asrv.WellKnownAgentCardPath)
+			if ok && graph != "" && !strings.Contains(graph, "/") {
+				// The card, at its well-known path or at the agent's URL.
 				s.ServeHTTP(w, r)
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
@@ -80,6 +81,10 @@ func TestPublicCardWithToken(t *testing.T) {
 		}
 	}
 
+	// The agent's URL, read with GET, is its card too.
+	if status, body := getCard(t, e.agentURL("chat"), ""); status != http.StatusOK || !strings.Contains(string(body), `"securitySchemes"`) {
+		t.Errorf("GET of the agent's URL without a token: %d %s", status, body)
+	}
 	// The methods still need the token.
 	if resp := rpc(t, e.agentURL("chat"), `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}`); resp.status != http.StatusUnauthorized {
 		t.Errorf("GetTask without a token: HTTP %d, want 401", resp.status)

@@ -170,7 +170,7 @@ func TestMalformedRequests(t *testing.T) {
 		method, path string
 		status       int
 	}{
-		{"GET", "/a2a/chat", http.StatusMethodNotAllowed},
+		{"GET", "/a2a/chat", http.StatusOK}, // the agent card
 		{"PUT", "/a2a/chat", http.StatusMethodNotAllowed},
 		{"POST", "/a2a/nope", http.StatusNotFound},
 		{"POST", "/a2a/", http.StatusNotFound},

@@ -125,8 +125,14 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		// The agent's URL, read as a page, describes the agent: its card.
+		s.serveCard(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
+		w.Header().Set("Allow", "GET, HEAD, POST")
 		writeProblem(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s takes JSON-RPC requests by POST; the agent card is at %s%s", r.URL.Path, r.URL.Path, "/.well-known/agent-card.json"))
 		return
 	}
