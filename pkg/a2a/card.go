@@ -166,7 +166,8 @@ func (s *Server) AgentCard(graph, endpoint string) (*core.AgentCard, bool) {
 // card is the agent card of a graph served at endpoint. Its skills
 // describe the graph (its description, how to give it input, its steps)
 // and each of its nodes; its capabilities claim only what the Server does:
-// streaming as WithStreaming says, no push notifications, no extended card.
+// streaming as WithStreaming says, push notifications as
+// WithPushNotifications says, no extended card.
 func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
 	g := a.graph
 	desc := g.Description()
@@ -220,7 +221,7 @@ func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
 			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: core.Version},
 			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
 		},
-		Capabilities:       core.AgentCapabilities{Streaming: s.streaming},
+		Capabilities:       core.AgentCapabilities{Streaming: s.streaming, PushNotifications: s.push != nil},
 		DefaultInputModes:  inputModes,
 		DefaultOutputModes: []string{"application/json"},
 		Skills:             skills,

@@ -220,6 +220,11 @@ func (h *handler) SendMessage(ctx context.Context, req *core.SendMessageRequest)
 	if err != nil {
 		return nil, err
 	}
+	if req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
+		if _, err := h.savePush(ctx, r.ID, req.Config.PushConfig); err != nil {
+			return nil, err
+		}
+	}
 	view := taskView{artifacts: true}
 	if req.Config != nil {
 		view.history = req.Config.HistoryLength
@@ -250,6 +255,9 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *core.SendMessag
 		w := h.s.watch(p.id)
 		defer w.close()
 		r, err := h.commit(ctx, p)
+		if err == nil && req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
+			_, err = h.savePush(ctx, r.ID, req.Config.PushConfig)
+		}
 		if err != nil {
 			yield(nil, err)
 			return
@@ -322,7 +330,12 @@ func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (pl
 		return plan{}, core.NewError(core.ErrInvalidParams, "historyLength must not be negative")
 	}
 	if req.Config != nil && req.Config.PushConfig != nil {
-		return plan{}, core.ErrPushNotificationNotSupported
+		if h.s.push == nil {
+			return plan{}, core.ErrPushNotificationNotSupported
+		}
+		if err := checkPushURL(req.Config.PushConfig.URL); err != nil {
+			return plan{}, err
+		}
 	}
 	c, err := readParts(msg.Parts)
 	if err != nil {
@@ -438,27 +451,6 @@ func (h *handler) record(ctx context.Context, p plan) json.RawMessage {
 		return nil
 	}
 	return raw
-}
-
-// GetTaskPushConfig implements a2asrv.RequestHandler: push notifications
-// are not supported.
-func (h *handler) GetTaskPushConfig(context.Context, *core.GetTaskPushConfigRequest) (*core.PushConfig, error) {
-	return nil, core.ErrPushNotificationNotSupported
-}
-
-// ListTaskPushConfigs implements a2asrv.RequestHandler.
-func (h *handler) ListTaskPushConfigs(context.Context, *core.ListTaskPushConfigRequest) (*core.ListTaskPushConfigResponse, error) {
-	return nil, core.ErrPushNotificationNotSupported
-}
-
-// CreateTaskPushConfig implements a2asrv.RequestHandler.
-func (h *handler) CreateTaskPushConfig(context.Context, *core.PushConfig) (*core.PushConfig, error) {
-	return nil, core.ErrPushNotificationNotSupported
-}
-
-// DeleteTaskPushConfig implements a2asrv.RequestHandler.
-func (h *handler) DeleteTaskPushConfig(context.Context, *core.DeleteTaskPushConfigRequest) error {
-	return core.ErrPushNotificationNotSupported
 }
 
 // GetExtendedAgentCard implements a2asrv.RequestHandler: there is no

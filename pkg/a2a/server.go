@@ -171,6 +171,7 @@ type Server struct {
 	cancelWait                 time.Duration
 	poll                       time.Duration
 	textChannels               map[string]string
+	push                       *pusher // nil: no push notifications
 	bearer                     bool
 	version                    string
 	provider                   *core.AgentProvider
