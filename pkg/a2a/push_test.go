@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,5 +149,24 @@ func TestPushNotifications(t *testing.T) {
 	plain := newEnv(t, envConfig{events: true})
 	if _, err := plain.client(t, "chat", "1.0").CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, URL: hook.URL}); !errors.Is(err, core.ErrPushNotificationNotSupported) {
 		t.Errorf("push config without push notifications: %v", err)
+	}
+}
+
+// TestPushConfig03: the 0.3 method names set, get, list and delete.
+func TestPushConfig03(t *testing.T) {
+	e := newEnv(t, envConfig{events: true, opts: []a2a.Option{a2a.WithPushNotifications(a2a.PushOptions{})}})
+	task := send(t, e.client(t, "chat", "0.3"), text("ask"), nil)
+	url := e.agentURL("chat")
+	id := string(task.ID)
+	for _, tc := range []struct{ body, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"id":"h1","url":"https://hooks.example.com/a2a","token":"tok"}}}`, `"url":"https://hooks.example.com/a2a"`},
+		{`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"token":"tok"`},
+		{`{"jsonrpc":"2.0","id":3,"method":"tasks/pushNotificationConfig/list","params":{"id":"` + id + `"}}`, `"h1"`},
+		{`{"jsonrpc":"2.0","id":4,"method":"tasks/pushNotificationConfig/delete","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"result":null`},
+	} {
+		resp := rpc(t, url, tc.body)
+		if resp.body.Error != nil || !strings.Contains(resp.raw, tc.want) {
+			t.Errorf("%s\n  answered %s; want %s", tc.body, resp.raw, tc.want)
+		}
 	}
 }
