@@ -10,6 +10,9 @@ import (
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // PushOptions configures push notifications (WithPushNotifications).
@@ -117,25 +120,35 @@ func (s *Server) deliver(taskID string) {
 		w := s.watch(taskID)
 		defer w.close()
 		last := core.TaskStateUnspecified
+		seen := -1 // events of the run's history handled (dropped ones included)
 		for {
 			r, err := s.svc.Get(ctx, taskID)
 			if err != nil {
 				s.log.WarnContext(ctx, "a2a: push: read task", "task_id", taskID, "error", err)
 				return
 			}
+			if seen < 0 {
+				// A new config hears of the state the task is in, then of
+				// every change.
+				seen = max(len(r.Events)+r.EventsDropped-1, 0)
+			}
 			configs, err := p.configs.List(ctx, core.TaskID(taskID))
 			if err != nil || len(configs) == 0 {
 				return
 			}
-			state, _ := status(r)
-			if state != last {
-				last = state
-				ev := s.statusUpdate(r)
+			// Every change of state since the last look, in order, from
+			// the run's history: a state that lasted less than a
+			// delivery is notified too.
+			for _, ev := range s.stateChanges(r, &seen) {
+				if ev.Status.State == last {
+					continue
+				}
+				last = ev.Status.State
 				for _, c := range configs {
 					s.send(ctx, c, ev)
 				}
 			}
-			if state.Terminal() {
+			if last.Terminal() {
 				return
 			}
 			if _, err := w.next(ctx); err != nil {
@@ -143,6 +156,59 @@ func (s *Server) deliver(taskID string) {
 			}
 		}
 	}()
+}
+
+// stateChanges returns the task states of a run's history events after
+// the first *seen ones (counting dropped events), as status updates, and
+// moves *seen on. The newest one is the task as it stands (with its
+// status message); earlier ones carry the state and time only.
+func (s *Server) stateChanges(r runs.Run, seen *int) []*core.TaskStatusUpdateEvent {
+	total := len(r.Events) + r.EventsDropped
+	if total <= *seen {
+		return nil
+	}
+	start := *seen - r.EventsDropped
+	if *seen > 0 && start < 1 {
+		start = 1 // dropped events are gone: go on from the oldest kept after the first
+	}
+	start = max(start, 0)
+	*seen = total
+	var out []*core.TaskStatusUpdateEvent
+	for i := start; i < len(r.Events); i++ {
+		ev := r.Events[i]
+		if i == len(r.Events)-1 {
+			out = append(out, s.statusUpdate(r))
+			break
+		}
+		at := ev.At
+		out = append(out, &core.TaskStatusUpdateEvent{
+			TaskID:    core.TaskID(r.ID),
+			ContextID: contextOf(r),
+			Status:    core.TaskStatus{State: eventState(ev), Timestamp: &at},
+		})
+	}
+	return out
+}
+
+// eventState is the task state after a history event of its run.
+func eventState(ev runs.Event) core.TaskState {
+	switch ev.Type {
+	case runs.EventCreated:
+		return core.TaskStateSubmitted
+	case runs.EventInterrupted:
+		return core.TaskStateInputRequired
+	}
+	switch ev.Status {
+	case pregel.RunCompleted:
+		return core.TaskStateCompleted
+	case pregel.RunFailed:
+		return core.TaskStateFailed
+	case pregel.RunCancelled:
+		return core.TaskStateCanceled
+	case pregel.RunInterrupted:
+		return core.TaskStateInputRequired
+	}
+	return core.TaskStateWorking
 }
 
 // send delivers one notification, retrying with backoff.
