@@ -124,6 +124,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"cancel unknown", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"nope"}}`, -32001},
 		{"resubscribe unknown", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"nope"}}`, -32001},
 		{"list bad status", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"status":"TASK_STATE_SLEEPY"}}`, -32602},
+		{"list page size 0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":0}}`, -32602},
 		{"list bad token", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":"!!"}}`, -32602},
 		{"push get", `{"jsonrpc":"2.0","id":1,"method":"GetTaskPushNotificationConfig","params":{"taskId":"x","id":"y"}}`, -32003},
 		{"extended card", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`, -32007},

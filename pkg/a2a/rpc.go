@@ -395,6 +395,16 @@ func checkParams(name string, m method, params json.RawMessage) *rpcError {
 			return &rpcError{codeInvalidParams, "invalid params: " + strings.TrimPrefix(jsonin.Explain(err), "json: ")}
 		}
 	}
+	if name == "ListTasks" {
+		// An explicit pageSize must be 1 to 100 (spec 1.0 ListTasksRequest);
+		// the SDK reads 0 as "not given" (50), so check it here.
+		var p struct {
+			PageSize *int `json:"pageSize"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.PageSize != nil && *p.PageSize == 0 {
+			return &rpcError{codeInvalidParams, "pageSize 0 must be between 1 and 100 (leave it out for 50)"}
+		}
+	}
 	return nil
 }
 
