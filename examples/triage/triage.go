@@ -51,6 +51,9 @@ const Name = "support-triage"
 type State struct {
 	// Ticket is the run's input.
 	Ticket Ticket `json:"ticket"`
+	// Message is a chat message (the text of an A2A message): the
+	// ticket's body when the ticket has none.
+	Message string `json:"message,omitempty"`
 
 	Language       string         `json:"language,omitempty"`    // detect_language
 	Translation    string         `json:"translation,omitempty"` // translate (empty when skipped)
@@ -107,7 +110,15 @@ func (s State) Text() string {
 	if s.Translation != "" {
 		return s.Translation
 	}
-	return s.Ticket.Subject + "\n" + s.Ticket.Body
+	return s.Ticket.Subject + "\n" + s.body()
+}
+
+// body is the ticket's body, or the chat message when it has none.
+func (s State) body() string {
+	if s.Ticket.Body == "" {
+		return s.Message
+	}
+	return s.Ticket.Body
 }
 
 // Graph builds and compiles the support-triage graph.
@@ -144,8 +155,8 @@ func Graph() (*pregel.Graph, error) {
 
 // validateInput rejects a run whose ticket has nothing to triage.
 func validateInput(s State) error {
-	if strings.TrimSpace(s.Ticket.Subject+s.Ticket.Body) == "" {
-		return fmt.Errorf(`the ticket has neither subject nor body; give at least one, e.g. {"ticket": {"from": "ana@example.com", "body": "I was charged twice"}}`)
+	if strings.TrimSpace(s.Ticket.Subject+s.body()) == "" {
+		return fmt.Errorf(`the ticket has neither subject nor body; give at least one, e.g. {"ticket": {"from": "ana@example.com", "body": "I was charged twice"}}, or a chat message {"message": "I was charged twice"}`)
 	}
 	return nil
 }
@@ -154,7 +165,7 @@ func validateInput(s State) error {
 // each language it knows; English wins ties.
 func detectLanguage(_ context.Context, s State) (State, error) {
 	counts := map[string]int{}
-	for _, w := range words(s.Ticket.Subject + " " + s.Ticket.Body) {
+	for _, w := range words(s.Ticket.Subject + " " + s.body()) {
 		for lang, common := range commonWords {
 			if slices.Contains(common, w) {
 				counts[lang]++
@@ -187,7 +198,7 @@ func (translator) ShouldExecute(_ context.Context, s State) bool {
 func (translator) Execute(_ context.Context, s State) (State, error) {
 	glossary := glossaries[s.Language]
 	var out []string
-	for _, w := range words(s.Ticket.Subject + " " + s.Ticket.Body) {
+	for _, w := range words(s.Ticket.Subject + " " + s.body()) {
 		if en, ok := glossary[w]; ok {
 			w = en
 		}
@@ -257,7 +268,10 @@ func searchKB(ctx context.Context, s State) (State, error) {
 		return State{}, err
 	}
 	text := words(s.Text())
-	var found []Finding
+	// Not nil: a task that finds nothing writes [] (the append reducer
+	// keeps a channel never written empty when the only update is null,
+	// which draft_reply could not decode).
+	found := []Finding{}
 	for _, a := range knowledgeBase[section] {
 		score := 0
 		for _, k := range a.keywords {

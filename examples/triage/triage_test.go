@@ -234,6 +234,7 @@ func TestTickets(t *testing.T) {
 	tests := []struct {
 		name          string
 		ticket        Ticket
+		message       string // a chat message instead of (or besides) the ticket
 		wantStatus    pregel.RunStatus
 		wantLanguage  string
 		wantTranslate pregel.NodeStatus
@@ -277,6 +278,22 @@ func TestTickets(t *testing.T) {
 			wantDraft:    "Hi there,\n\nThank you for contacting us about your technical question. Error 500 on save is a known issue",
 		},
 		{
+			name:       "a chat message without a ticket is the ticket's body",
+			message:    "I was charged twice for my subscription. Can you refund the duplicate payment?",
+			wantStatus: pregel.RunInterrupted, wantLanguage: "en", wantTranslate: pregel.NodeSkipped,
+			wantCategory: "billing", wantPriority: "normal",
+			wantSections: []string{"billing/refunds", "billing/invoices", "billing/plans"},
+			wantDraft:    "Hi there,\n\nThank you for contacting us about your billing question. I am sorry you were charged twice",
+		},
+		{
+			name:       "a general message that matches no article",
+			message:    "Hello from a chat client!",
+			wantStatus: pregel.RunInterrupted, wantLanguage: "en", wantTranslate: pregel.NodeSkipped,
+			wantCategory: "general", wantPriority: "normal",
+			wantSections: []string{"general/faq"},
+			wantDraft:    "Hi there,",
+		},
+		{
 			name:       "legal ticket is escalated without review",
 			ticket:     Ticket{ID: "T-2004", From: "ana@example.com", Subject: "GDPR request", Body: "My lawyer asks for all the data you hold about me."},
 			wantStatus: pregel.RunCompleted, wantLanguage: "en", wantTranslate: pregel.NodeSkipped,
@@ -289,7 +306,7 @@ func TestTickets(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			store := pregel.NewMemoryStore()
-			res, err := g.Run(context.Background(), State{Ticket: tt.ticket}, pregel.WithStore(store), pregel.WithRunID("r"))
+			res, err := g.Run(context.Background(), State{Ticket: tt.ticket, Message: tt.message}, pregel.WithStore(store), pregel.WithRunID("r"))
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}

@@ -19,9 +19,8 @@ const bearerScheme = "bearer"
 // card is the union of the 1.0 and 0.3 formats (the SDK's compatibility
 // producer), so that clients of either version can read it; it lists the
 // same JSON-RPC endpoint once per protocol version. The two formats
-// disagree only on securitySchemes (present under WithBearerAuth): they
-// are in the 0.3 format when the request says A2A-Version: 0.3, in the 1.0
-// format otherwise.
+// disagree only on securitySchemes (present under WithBearerAuth): see
+// cardJSON.
 func (s *Server) serveCard(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.lookup(w, r)
 	if !ok {
@@ -53,24 +52,79 @@ func (s *Server) serveCard(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(raw)
 }
 
-// cardJSON encodes a card in the union of the 1.0 and 0.3 formats.
+// cardJSON encodes a card in the union of the 1.0 and 0.3 formats. The
+// two differ on securitySchemes: a request saying A2A-Version 1.x gets
+// them in the 1.0 format; any other, and one without the header (spec 1.0
+// §3.6.2: "Agents MUST interpret empty value as 0.3 version"), gets them
+// in the 0.3 format ({"type": "http", "scheme": "Bearer"}), each scheme
+// also carrying its 1.0 form (httpAuthSecurityScheme), which 0.3 parsers
+// ignore, so that 1.0 clients that send no header can read it too.
 func cardJSON(r *http.Request, card *core.AgentCard) ([]byte, error) {
 	p, ok := a2av0.NewStaticAgentCardProducer(card).(a2asrv.AgentCardJSONProducer)
 	if !ok {
 		return json.Marshal(card)
 	}
 	raw, err := p.CardJSON(r.Context())
-	if err != nil || len(card.SecuritySchemes) == 0 || strings.HasPrefix(r.Header.Get("A2A-Version"), "0.") {
+	if err != nil || len(card.SecuritySchemes) == 0 {
 		return raw, err
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
-	if m["securitySchemes"], err = json.Marshal(card.SecuritySchemes); err != nil {
+	v1, err := json.Marshal(card.SecuritySchemes)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(r.Header.Get("A2A-Version"), "1.") {
+		m["securitySchemes"] = v1
+		return json.MarshalIndent(m, "", "  ")
+	}
+	// The 0.3 schemes, each with its 1.0 form added.
+	var v03, v10 map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(m["securitySchemes"], &v03); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(v1, &v10); err != nil {
+		return nil, err
+	}
+	for name, scheme := range v03 {
+		for k, v := range v10[name] {
+			if _, clash := scheme[k]; !clash {
+				scheme[k] = v
+			}
+		}
+	}
+	if m["securitySchemes"], err = json.Marshal(v03); err != nil {
 		return nil, err
 	}
 	return json.MarshalIndent(m, "", "  ")
+}
+
+// PublicCards returns a handler that serves the agent cards itself and
+// hands every other request to next: mount the Server on an API handler
+// that requires a bearer token, and put PublicCards in front of it, so
+// that clients can read a card (which declares the token it needs)
+// before they have the token:
+//
+//	h := api.New(api.Config{Service: svc, Token: token})
+//	srv := a2a.New(svc, a2a.WithBearerAuth(true))
+//	h.Handle(a2a.Pattern, srv)
+//	http.ListenAndServe(addr, srv.PublicCards(h))
+func (s *Server) PublicCards(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			rest, ok := strings.CutPrefix(r.URL.Path, s.prefix+"/")
+			graph, _ := strings.CutSuffix(rest, a2asrv.WellKnownAgentCardPath)
+			if ok && graph != "" && !strings.Contains(graph, "/") {
+				// The card, at its well-known path or at the agent's URL.
+				s.ServeHTTP(w, r)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // endpoint is the public URL of a graph's JSON-RPC endpoint.
@@ -112,7 +166,8 @@ func (s *Server) AgentCard(graph, endpoint string) (*core.AgentCard, bool) {
 // card is the agent card of a graph served at endpoint. Its skills
 // describe the graph (its description, how to give it input, its steps)
 // and each of its nodes; its capabilities claim only what the Server does:
-// streaming as WithStreaming says, no push notifications, no extended card.
+// streaming as WithStreaming says, push notifications as
+// WithPushNotifications says, no extended card.
 func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
 	g := a.graph
 	desc := g.Description()
@@ -166,7 +221,7 @@ func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
 			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: core.Version},
 			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
 		},
-		Capabilities:       core.AgentCapabilities{Streaming: s.streaming},
+		Capabilities:       core.AgentCapabilities{Streaming: s.streaming, PushNotifications: s.push != nil},
 		DefaultInputModes:  inputModes,
 		DefaultOutputModes: []string{"application/json"},
 		Skills:             skills,

@@ -99,18 +99,19 @@ func (h *handler) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*c
 		f.Status = pregel.RunInterrupted
 	case core.TaskStateCompleted:
 		f.Status = pregel.RunCompleted
-	case core.TaskStateFailed:
-		f.Status = pregel.RunFailed
+	case core.TaskStateFailed, core.TaskStateRejected:
+		f.Status = pregel.RunFailed // rejected runs are failed runs marked so
 	case core.TaskStateCanceled:
 		f.Status = pregel.RunCancelled
-	case core.TaskStateRejected:
-		// Rejected tasks are not stored.
-		return &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size}, nil
 	default:
 		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("status %q is not a task state", req.Status))
 	}
 	page, err := h.s.svc.List(ctx, f)
 	switch {
+	case errors.Is(err, runs.ErrInvalid) && req.PageToken != "":
+		// The store's words stay in the log: they name the store.
+		h.s.log.InfoContext(ctx, "a2a: list tasks: page token refused", "graph", h.a.graph.Name(), "error", err)
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("pageToken %q is not one this agent issued (or it has expired); list again without it", req.PageToken))
 	case errors.Is(err, runs.ErrInvalid):
 		return nil, core.NewError(core.ErrInvalidParams, publicMessage(err))
 	case err != nil:
@@ -121,29 +122,65 @@ func (h *handler) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*c
 		zero := 0
 		history = &zero
 	}
+	// A run's task matches when it was updated at or after
+	// statusTimestampAfter (spec: ">="), and has the state asked for
+	// (a run status may give several task states).
+	matches := func(r runs.Run) bool {
+		if req.StatusTimestampAfter != nil && r.UpdatedAt.Before(*req.StatusTimestampAfter) {
+			return false
+		}
+		if req.Status != core.TaskStateUnspecified {
+			if state, _ := status(r); state != req.Status {
+				return false
+			}
+		}
+		return true
+	}
 	out := &core.ListTasksResponse{Tasks: []*core.Task{}, PageSize: size, NextPageToken: page.NextPageToken}
 	budget := api.NewValueBudget() // one for the whole page
 	for _, r := range page.Runs {
-		if req.StatusTimestampAfter != nil && !r.UpdatedAt.After(*req.StatusTimestampAfter) {
+		if !matches(r) {
 			continue
 		}
 		t, err := h.s.task(ctx, r, taskView{history: history, artifacts: req.IncludeArtifacts, budget: budget})
 		if err != nil {
 			return nil, err
 		}
-		if req.Status != core.TaskStateUnspecified && t.Status.State != req.Status {
-			continue
-		}
 		out.Tasks = append(out.Tasks, t)
 	}
-	out.TotalSize = len(out.Tasks)
+	// totalSize counts every matching task, not the page: one more pass
+	// over the listing, reading records only.
+	if out.TotalSize, err = h.count(ctx, f, matches); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// count counts the runs of a listing that match.
+func (h *handler) count(ctx context.Context, f runs.Filter, matches func(runs.Run) bool) (int, error) {
+	f.Limit, f.PageToken = 500, ""
+	n := 0
+	for {
+		page, err := h.s.svc.List(ctx, f)
+		if err != nil {
+			return 0, h.s.internal(ctx, "count runs", "", err)
+		}
+		for _, r := range page.Runs {
+			if matches(r) {
+				n++
+			}
+		}
+		if page.NextPageToken == "" {
+			return n, nil
+		}
+		f.PageToken = page.NextPageToken
+	}
 }
 
 // CancelTask implements a2asrv.RequestHandler: it cancels the run. A
 // paused run is cancelled at once; a running one is asked to stop, and the
-// answer waits a little for it. Cancelling a canceled task again answers
-// with it; cancelling a completed or failed one is TaskNotCancelable.
+// answer waits a little for it. Cancelling a task in a terminal state
+// (canceled included: spec 1.0 §3.1.5) is TaskNotCancelable.
 func (h *handler) CancelTask(ctx context.Context, req *core.CancelTaskRequest) (*core.Task, error) {
 	if req == nil {
 		return nil, core.NewError(core.ErrInvalidParams, "params are required")
@@ -154,7 +191,6 @@ func (h *handler) CancelTask(ctx context.Context, req *core.CancelTaskRequest) (
 	}
 	r, err = h.s.svc.Cancel(ctx, r.ID)
 	switch {
-	case errors.Is(err, runs.ErrInvalidState) && r.Status == pregel.RunCancelled:
 	case errors.Is(err, runs.ErrInvalidState):
 		state, _ := status(r)
 		return nil, core.NewError(core.ErrTaskNotCancelable, fmt.Sprintf("task %q is %s and cannot be canceled", r.ID, stateName(state)))
@@ -176,19 +212,18 @@ func (h *handler) CancelTask(ctx context.Context, req *core.CancelTaskRequest) (
 // resumes it. A blocking call waits until the task finishes or pauses (at
 // most the blocking timeout), a non-blocking one answers at once.
 func (h *handler) SendMessage(ctx context.Context, req *core.SendMessageRequest) (core.SendMessageResult, error) {
-	p, rej, err := h.prepare(ctx, req)
+	p, err := h.prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if rej != nil {
-		return rej, nil
-	}
-	r, rej, err := h.commit(ctx, p)
+	r, err := h.commit(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	if rej != nil {
-		return rej, nil
+	if req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
+		if _, err := h.savePush(ctx, r.ID, req.Config.PushConfig); err != nil {
+			return nil, err
+		}
 	}
 	view := taskView{artifacts: true}
 	if req.Config != nil {
@@ -211,22 +246,23 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *core.SendMessag
 			yield(nil, core.ErrUnsupportedOperation)
 			return
 		}
-		p, rej, err := h.prepare(ctx, req)
-		if err == nil && rej == nil {
-			// Watch before the run starts, so that no event is missed.
-			w := h.s.watch(p.id)
-			defer w.close()
-			var r runs.Run
-			if r, rej, err = h.commit(ctx, p); err == nil && rej == nil {
-				h.s.stream(ctx, w, p.id, &r, yield)
-				return
-			}
+		p, err := h.prepare(ctx, req)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		// Watch before the run starts, so that no event is missed.
+		w := h.s.watch(p.id)
+		defer w.close()
+		r, err := h.commit(ctx, p)
+		if err == nil && req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
+			_, err = h.savePush(ctx, r.ID, req.Config.PushConfig)
 		}
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		yield(rej, nil)
+		h.s.stream(ctx, w, p.id, &r, yield)
 	}
 }
 
@@ -249,7 +285,13 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *core.SubscribeToTask
 			yield(nil, err)
 			return
 		}
-		h.s.stream(ctx, w, r.ID, nil, yield)
+		if state, _ := status(r); state.Terminal() {
+			// Spec 1.0 §3.1.6: subscribing to a task in a terminal state
+			// is an UnsupportedOperationError.
+			yield(nil, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s: it has no more updates to stream; read it with GetTask (tasks/get)", r.ID, stateName(state))))
+			return
+		}
+		h.s.stream(ctx, w, r.ID, &r, yield)
 	}
 }
 
@@ -258,6 +300,7 @@ func (h *handler) SubscribeToTask(ctx context.Context, req *core.SubscribeToTask
 type plan struct {
 	id        string
 	resume    bool
+	reject    string // why the graph cannot take the message: the task is rejected
 	input     json.RawMessage
 	contextID string
 	req       runs.ResumeRequest
@@ -266,39 +309,55 @@ type plan struct {
 
 // prepare validates a message and decides what it does, changing nothing.
 // A message without a task id starts a run, unless the graph cannot take
-// its content: then it gives a rejected task. A message with the id of an
+// its content: then its task is rejected. A message with the id of an
 // input-required task answers it with its content; one with the id of a
 // drained task continues it.
-func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (plan, *core.Task, error) {
+func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (plan, error) {
 	if req == nil || req.Message == nil {
-		return plan{}, nil, core.NewError(core.ErrInvalidParams, "params.message is required")
+		return plan{}, core.NewError(core.ErrInvalidParams, "params.message is required")
 	}
 	msg := req.Message
+	// Both are required (0.3 schema, 1.0 proto: REQUIRED).
+	if msg.ID == "" {
+		return plan{}, core.NewError(core.ErrInvalidParams, "params.message.messageId is required: give each message a unique id (a UUID, say)")
+	}
+	switch msg.Role {
+	case core.MessageRoleUser, core.MessageRoleAgent:
+	default:
+		return plan{}, core.NewError(core.ErrInvalidParams, "params.message.role is required: \"user\" (0.3) or \"ROLE_USER\" (1.0)")
+	}
 	if req.Config != nil && req.Config.HistoryLength != nil && *req.Config.HistoryLength < 0 {
-		return plan{}, nil, core.NewError(core.ErrInvalidParams, "historyLength must not be negative")
+		return plan{}, core.NewError(core.ErrInvalidParams, "historyLength must not be negative")
 	}
 	if req.Config != nil && req.Config.PushConfig != nil {
-		return plan{}, nil, core.ErrPushNotificationNotSupported
+		if h.s.push == nil {
+			return plan{}, core.ErrPushNotificationNotSupported
+		}
+		if err := checkPushURL(req.Config.PushConfig.URL); err != nil {
+			return plan{}, err
+		}
 	}
 	c, err := readParts(msg.Parts)
 	if err != nil {
-		return plan{}, nil, err
+		return plan{}, err
+	}
+	if len(c.texts) > 0 && h.a.text == "" && msg.TaskID == "" {
+		// Spec 1.0 §3.1.1: a media type the agent does not take is a
+		// ContentTypeNotSupportedError (-32005). (Text answering a
+		// question is the resume value: any graph takes it.)
+		return plan{}, core.NewError(core.ErrUnsupportedContentType, fmt.Sprintf("graph %q takes no text (its card's input modes: application/json); send a data part holding a JSON object of channel values (channels: %s)", h.a.graph.Name(), strings.Join(h.a.graph.Channels(), ", ")))
 	}
 	if msg.TaskID != "" {
-		p, err := h.prepareResume(ctx, msg, c)
-		return p, nil, err
+		return h.prepareResume(ctx, msg, c)
 	}
 	p := plan{id: pregel.NewRunID(), contextID: msg.ContextID, msg: msg}
 	if p.contextID == "" {
 		p.contextID = core.NewContextID()
 	} else if !runs.ValidID(p.contextID) {
-		return plan{}, nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("contextId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-'", p.contextID))
+		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("contextId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-'", p.contextID))
 	}
-	var reason string
-	if p.input, reason = h.a.input(c); reason != "" {
-		return plan{}, rejected(p.id, p.contextID, reason, msg), nil
-	}
-	return p, nil, nil
+	p.input, p.reject = h.a.input(c)
+	return p, nil
 }
 
 // prepareResume checks that a message can answer or continue its task.
@@ -326,57 +385,72 @@ func (h *handler) prepareResume(ctx context.Context, msg *core.Message, c conten
 	default:
 		state, _ := status(r)
 		if state.Terminal() {
-			return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q is %s and takes no more input; send a message without a taskId (in the same contextId) to start a new task", r.ID, stateName(state)))
+			// Spec 1.0 §3.1.1: a message to a task in a terminal state is
+			// an UnsupportedOperationError.
+			return plan{}, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s and takes no more input; send a message without a taskId (in the same contextId) to start a new task", r.ID, stateName(state)))
 		}
 		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q is %s; it takes input only when it is input-required", r.ID, stateName(state)))
 	}
 	return p, nil
 }
 
-// commit starts or resumes the run of a plan. Input that the graph's own
-// validation refuses gives a rejected task.
-func (h *handler) commit(ctx context.Context, p plan) (runs.Run, *core.Task, error) {
+// commit starts or resumes the run of a plan. Input that the graph
+// cannot take, or that its own validation refuses, gives a rejected task,
+// stored like any other (a failed run marked rejected: runs.Service.Reject).
+func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 	if p.resume {
+		p.req.Message = h.record(ctx, p)
 		r, err := h.s.svc.Resume(ctx, p.id, p.req)
 		switch {
-		case errors.Is(err, runs.ErrInvalid), errors.Is(err, runs.ErrInvalidState):
-			return runs.Run{}, nil, core.NewError(core.ErrInvalidParams, publicMessage(err))
+		case errors.Is(err, runs.ErrInvalidState):
+			return runs.Run{}, core.NewError(core.ErrUnsupportedOperation, publicMessage(err))
+		case errors.Is(err, runs.ErrInvalid):
+			return runs.Run{}, core.NewError(core.ErrInvalidParams, publicMessage(err))
 		case errors.Is(err, runs.ErrNotFound):
-			return runs.Run{}, nil, core.NewError(core.ErrTaskNotFound, fmt.Sprintf("task %q not found", p.id))
+			return runs.Run{}, core.NewError(core.ErrTaskNotFound, fmt.Sprintf("task %q not found", p.id))
 		case err != nil:
-			return runs.Run{}, nil, h.s.internal(ctx, "resume run", p.id, err)
+			return runs.Run{}, h.s.internal(ctx, "resume run", p.id, err)
 		}
-		return r, nil, nil
+		return r, nil
 	}
-	r, _, err := h.s.svc.Create(ctx, h.a.graph.Name(), runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID})
-	switch {
-	case errors.Is(err, runs.ErrInvalid):
-		return runs.Run{}, rejected(p.id, p.contextID, publicMessage(err), p.msg), nil
-	case err != nil:
-		return runs.Run{}, nil, h.s.internal(ctx, "create run", p.id, err)
+	req := runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID, Message: h.record(ctx, p)}
+	reason := p.reject
+	if reason == "" {
+		r, _, err := h.s.svc.Create(ctx, h.a.graph.Name(), req)
+		switch {
+		case errors.Is(err, runs.ErrInvalid):
+			reason = publicMessage(err)
+		case err != nil:
+			return runs.Run{}, h.s.internal(ctx, "create run", p.id, err)
+		default:
+			return r, nil
+		}
 	}
-	return r, nil, nil
+	r, err := h.s.svc.Reject(ctx, h.a.graph.Name(), req, reason)
+	if err != nil {
+		return runs.Run{}, h.s.internal(ctx, "store rejected run", p.id, err)
+	}
+	return r, nil
 }
 
-// GetTaskPushConfig implements a2asrv.RequestHandler: push notifications
-// are not supported.
-func (h *handler) GetTaskPushConfig(context.Context, *core.GetTaskPushConfigRequest) (*core.PushConfig, error) {
-	return nil, core.ErrPushNotificationNotSupported
-}
-
-// ListTaskPushConfigs implements a2asrv.RequestHandler.
-func (h *handler) ListTaskPushConfigs(context.Context, *core.ListTaskPushConfigRequest) (*core.ListTaskPushConfigResponse, error) {
-	return nil, core.ErrPushNotificationNotSupported
-}
-
-// CreateTaskPushConfig implements a2asrv.RequestHandler.
-func (h *handler) CreateTaskPushConfig(context.Context, *core.PushConfig) (*core.PushConfig, error) {
-	return nil, core.ErrPushNotificationNotSupported
-}
-
-// DeleteTaskPushConfig implements a2asrv.RequestHandler.
-func (h *handler) DeleteTaskPushConfig(context.Context, *core.DeleteTaskPushConfigRequest) error {
-	return core.ErrPushNotificationNotSupported
+// record is the message of a plan as the run keeps it for the task's
+// history (runs.Run.Messages): the client's message, with its task and
+// context ids.
+func (h *handler) record(ctx context.Context, p plan) json.RawMessage {
+	if p.msg == nil {
+		return nil
+	}
+	m := *p.msg
+	m.TaskID = core.TaskID(p.id)
+	if p.contextID != "" {
+		m.ContextID = p.contextID
+	}
+	raw, err := json.Marshal(&m)
+	if err != nil {
+		h.s.log.WarnContext(ctx, "a2a: message not kept in the task's history", "run_id", p.id, "error", err)
+		return nil
+	}
+	return raw
 }
 
 // GetExtendedAgentCard implements a2asrv.RequestHandler: there is no

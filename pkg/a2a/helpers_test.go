@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/store/sqlite"
 )
 
 // ChatState is the state of the test graph "chat". Its "message" channel
@@ -115,6 +117,8 @@ type env struct {
 
 type envConfig struct {
 	events bool
+	sqlite bool   // SQLite stores instead of memory ones
+	token  string // the API's bearer token; the cards stay public (Server.PublicCards)
 	opts   []a2a.Option
 	graphs []*pregel.Graph
 }
@@ -132,7 +136,16 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
+	var records runs.Store = runs.NewMemoryStore()
+	var cps pregel.Checkpointer = pregel.NewMemoryStore()
+	if cfg.sqlite {
+		db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "superstep.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		records, cps = db, db
+	}
 	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log})
 	ctx, crash := context.WithCancel(context.Background())
 	if err := sched.Start(ctx); err != nil {
@@ -144,9 +157,10 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		opts = append(opts, a2a.WithEvents(sched), a2a.WithStreaming(true))
 	}
 	opts = append(opts, cfg.opts...)
-	h := api.New(api.Config{Service: svc, Logger: log})
-	h.Handle(a2a.Pattern, a2a.New(svc, opts...))
-	srv := httptest.NewServer(h)
+	h := api.New(api.Config{Service: svc, Logger: log, Token: cfg.token})
+	a := a2a.New(svc, opts...)
+	h.Handle(a2a.Pattern, a)
+	srv := httptest.NewServer(a.PublicCards(h))
 	t.Cleanup(func() {
 		srv.Close()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -242,10 +242,10 @@ func TestStoredValuesSurvive(t *testing.T) {
 		{"tasks/cancel deep", `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"id":"deep1"}}`, `cannot be canceled`},
 		{"CancelTask deep", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"deep1"}}`, `cannot be canceled`},
 		{"ListTasks with history", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"historyLength":1,"includeArtifacts":true}}`, `"omitted_values":["blob"]`},
-		{"SubscribeToTask deep", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"deep1"}}`, `TASK_STATE_COMPLETED`},
+		{"SubscribeToTask deep", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"deep1"}}`, `is completed: it has no more updates to stream`},
 		{"GetTask big", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"big1"}}`, `"href":"/v1/runs/big1/checkpoints/1/values/blob"`},
 		{"tasks/get big", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"big1"}}`, `"omitted_values":["blob"]`},
-		{"SubscribeToTask big", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"big1"}}`, `larger than 262144 bytes`},
+		{"SubscribeToTask big", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"big1"}}`, `is completed: it has no more updates to stream`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := rpc(t, url, tc.body)

@@ -112,9 +112,19 @@ func TestJSClient(t *testing.T) {
 		Protocol string `json:"protocol"`
 		Steps    struct {
 			Send, Get, CancelFinished, GetUnknown jsTask
-			InputRequired                         struct{ Asked, Answered jsTask }
-			NonBlockingCancel                     struct{ Started, Canceled jsTask }
-			Stream, Resubscribe                   struct {
+			Rejected, GetRejected, CancelRejected jsTask
+			MessageToFinished                     jsTask
+			ResubscribeFinished                   struct {
+				Events         []jsEvent
+				Error, Message string
+			}
+			ListTotal struct {
+				Count, TotalSize int
+				Error            string
+			}
+			InputRequired       struct{ Asked, Answered jsTask }
+			NonBlockingCancel   struct{ Started, Canceled jsTask }
+			Stream, Resubscribe struct {
 				Events []jsEvent
 				Error  string
 			}
@@ -157,6 +167,14 @@ func TestJSClient(t *testing.T) {
 	check("resubscribe", len(s.Resubscribe.Events) >= 2 && s.Resubscribe.Events[0].Kind == "task" && s.Resubscribe.Events[0].State == "TASK_STATE_WORKING" &&
 		lastJS(s.Resubscribe.Events).State == "TASK_STATE_CANCELED")
 	check("list", s.List.Count == 2)
+	check("rejected", s.Rejected.State == "TASK_STATE_REJECTED" && strings.Contains(s.Rejected.Text, `must not be "invalid"`))
+	check("get a rejected task", s.GetRejected.ID == s.Rejected.ID && s.GetRejected.State == "TASK_STATE_REJECTED")
+	check("cancel a rejected task", strings.Contains(s.CancelRejected.Error, "TaskNotCancelable"))
+	check("message to a finished task", strings.Contains(s.MessageToFinished.Error, "UnsupportedOperation"))
+	// The SDK reports an error in an SSE stream as a plain Error with the
+	// code and reason in its message.
+	check("resubscribe to a finished task", strings.Contains(s.ResubscribeFinished.Message, "(Code: -32004)") && strings.Contains(s.ResubscribeFinished.Message, "UNSUPPORTED_OPERATION"))
+	check("list totalSize", s.ListTotal.Count == 1 && s.ListTotal.TotalSize == 3)
 	check("0.3 client", s.Legacy.Protocol == "0.3" && s.Legacy.Sent.State == "TASK_STATE_COMPLETED" && s.Legacy.Sent.Data["reply"] == "OLD CLIENT" && s.Legacy.Got.ID == s.Legacy.Sent.ID)
 }
 

@@ -246,15 +246,15 @@ func TestRemoteAgentSuperstep(t *testing.T) {
 		runRemoteCases(t, rc)
 	})
 	t.Run("rejected", func(t *testing.T) {
-		g, node := callerGraph(t, e.agentURL("sum"))
+		g, node := callerGraph(t, e.agentURL("chat"))
 		// The node's own error is typed.
-		_, err := node.Execute(context.Background(), CallerState{Ask: "1+1"})
+		_, err := node.Execute(context.Background(), CallerState{Ask: "invalid"})
 		var re *a2a.RemoteError
-		if !errors.As(err, &re) || !errors.Is(err, a2a.ErrRemoteTask) || re.State != "TASK_STATE_REJECTED" || !strings.Contains(re.Message, "takes no text") {
+		if !errors.As(err, &re) || !errors.Is(err, a2a.ErrRemoteTask) || re.State != "TASK_STATE_REJECTED" || !strings.Contains(re.Message, `message must not be "invalid"`) {
 			t.Fatalf("err %v, want a RemoteError for the rejected task", err)
 		}
 		// The run fails with its message.
-		if _, err := g.Run(context.Background(), CallerState{Ask: "1+1"}); err == nil || !strings.Contains(err.Error(), "rejected: graph \"sum\" takes no text") {
+		if _, err := g.Run(context.Background(), CallerState{Ask: "invalid"}); err == nil || !strings.Contains(err.Error(), `rejected: invalid input: message must not be "invalid"`) {
 			t.Fatalf("run error %v", err)
 		}
 	})

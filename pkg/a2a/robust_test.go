@@ -93,6 +93,12 @@ func TestMalformedRequests(t *testing.T) {
 		{"message null", send(`{"message":null}`), -32602},
 		{"message a string", send(`{"message":"hi"}`), -32602},
 		{"parts missing", send(`{"message":{"messageId":"m","role":"ROLE_USER"}}`), -32602},
+		{"messageId missing", send(`{"message":{"role":"ROLE_USER","parts":[{"data":{"message":"hi"}}]}}`), -32602},
+		{"messageId empty", send(`{"message":{"messageId":"","role":"ROLE_USER","parts":[{"data":{"message":"hi"}}]}}`), -32602},
+		{"role missing", send(`{"message":{"messageId":"m","parts":[{"data":{"message":"hi"}}]}}`), -32602},
+		{"role unspecified", send(`{"message":{"messageId":"m","role":"ROLE_UNSPECIFIED","parts":[{"data":{"message":"hi"}}]}}`), -32602},
+		{"0.3 messageId missing", send03(`{"message":{"kind":"message","role":"user","parts":[{"kind":"data","data":{"message":"hi"}}]}}`), -32602},
+		{"0.3 role missing", send03(`{"message":{"kind":"message","messageId":"m","parts":[{"kind":"data","data":{"message":"hi"}}]}}`), -32602},
 		{"parts null", send(`{"message":{"messageId":"m","role":"ROLE_USER","parts":null}}`), -32602},
 		{"parts empty", send(`{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}`), -32602},
 		{"part null", send(`{"message":{"messageId":"m","role":"ROLE_USER","parts":[null]}}`), -32602},
@@ -118,6 +124,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"cancel unknown", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"nope"}}`, -32001},
 		{"resubscribe unknown", `{"jsonrpc":"2.0","id":1,"method":"SubscribeToTask","params":{"id":"nope"}}`, -32001},
 		{"list bad status", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"status":"TASK_STATE_SLEEPY"}}`, -32602},
+		{"list page size 0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":0}}`, -32602},
 		{"list bad token", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":"!!"}}`, -32602},
 		{"push get", `{"jsonrpc":"2.0","id":1,"method":"GetTaskPushNotificationConfig","params":{"taskId":"x","id":"y"}}`, -32003},
 		{"extended card", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`, -32007},
@@ -164,7 +171,7 @@ func TestMalformedRequests(t *testing.T) {
 		method, path string
 		status       int
 	}{
-		{"GET", "/a2a/chat", http.StatusMethodNotAllowed},
+		{"GET", "/a2a/chat", http.StatusOK}, // the agent card
 		{"PUT", "/a2a/chat", http.StatusMethodNotAllowed},
 		{"POST", "/a2a/nope", http.StatusNotFound},
 		{"POST", "/a2a/", http.StatusNotFound},
@@ -227,5 +234,29 @@ func TestRawProtocols(t *testing.T) {
 	resp = rpc(t, url, `{"jsonrpc":"2.0","id":3,"method":"GetTask","params":{"id":"`+v03.ID+`"}}`)
 	if resp.code() != 0 || !strings.Contains(resp.raw, "TASK_STATE_COMPLETED") {
 		t.Errorf("GetTask of a 0.3 task: %s", resp.raw)
+	}
+}
+
+// TestErrorsWithoutInternals checks, on SQLite stores, that errors name
+// what to fix and not the store.
+func TestErrorsWithoutInternals(t *testing.T) {
+	e := newEnv(t, envConfig{sqlite: true})
+	url := e.agentURL("chat")
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":"!!"}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":"eyJhZnRlciI6MX0"}}`,
+	} {
+		resp := rpc(t, url, body)
+		if resp.code() != -32602 {
+			t.Errorf("%s: code %d, want -32602: %s", body, resp.code(), resp.raw)
+		}
+		for _, leak := range []string{"sqlite", "dynamo", "pregel:", "runs."} {
+			if strings.Contains(resp.raw, leak) {
+				t.Errorf("%s: the error names %q: %s", body, leak, resp.raw)
+			}
+		}
+		if !strings.Contains(resp.raw, "list again without it") {
+			t.Errorf("%s: the error does not say what to do: %s", body, resp.raw)
+		}
 	}
 }

@@ -47,7 +47,12 @@ type method struct {
 	legacy    bool // A2A 0.3
 	streaming bool
 	optional  bool // params may be absent
-	check     func(json.RawMessage) error
+	// noResult: the method returns nothing, and the SDK then writes a
+	// response without "result" (a2a-go v2.4.0 marshals a nil result with
+	// omitempty), which JSON-RPC 2.0 §5 forbids: "result: This member is
+	// REQUIRED on success". idWriter adds "result": null.
+	noResult bool
+	check    func(json.RawMessage) error
 }
 
 func decodeAs[T any](raw json.RawMessage) error {
@@ -87,7 +92,7 @@ func lookupMethod(name string) (method, bool) {
 	case "ListTaskPushNotificationConfigs":
 		return method{check: decodeAs[core.ListTaskPushConfigRequest]}, true
 	case "DeleteTaskPushNotificationConfig":
-		return method{check: decodeAs[core.DeleteTaskPushConfigRequest]}, true
+		return method{noResult: true, check: decodeAs[core.DeleteTaskPushConfigRequest]}, true
 	case "GetExtendedAgentCard":
 		return method{optional: true, check: decodeAs[core.GetExtendedAgentCardRequest]}, true
 
@@ -108,7 +113,7 @@ func lookupMethod(name string) (method, bool) {
 	case "tasks/pushNotificationConfig/list":
 		return method{legacy: true, check: decodeAs[legacy.ListTaskPushConfigParams]}, true
 	case "tasks/pushNotificationConfig/delete":
-		return method{legacy: true, check: decodeAs[legacy.DeleteTaskPushConfigParams]}, true
+		return method{legacy: true, noResult: true, check: decodeAs[legacy.DeleteTaskPushConfigParams]}, true
 	case "agent/getAuthenticatedExtendedCard":
 		return method{legacy: true, optional: true}, true
 	}
@@ -125,8 +130,14 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		// The agent's URL, read as a page, describes the agent: its card.
+		s.serveCard(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
+		w.Header().Set("Allow", "GET, HEAD, POST")
 		writeProblem(w, r, http.StatusMethodNotAllowed, fmt.Sprintf("%s takes JSON-RPC requests by POST; the agent card is at %s%s", r.URL.Path, r.URL.Path, "/.well-known/agent-card.json"))
 		return
 	}
@@ -194,7 +205,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	r2 := r.Clone(r.Context())
 	r2.Body = io.NopCloser(bytes.NewReader(fwd))
 	r2.ContentLength = int64(len(fwd))
-	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id)}
+	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id), noResult: m.noResult}
 	if notification {
 		// Executed, but nothing is sent back (JSON-RPC 2.0: the server
 		// must not reply to a notification). Streaming methods cannot
@@ -278,9 +289,22 @@ type idWriter struct {
 	http.ResponseWriter
 	placeholder []byte
 	id          []byte
+	noResult    bool // add "result": null to a response without result or error
 }
 
 func (w *idWriter) Write(p []byte) (int, error) {
+	if w.noResult {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(p, &m) == nil && m["result"] == nil && m["error"] == nil {
+			m["result"] = json.RawMessage("null")
+			if b, err := json.Marshal(m); err == nil {
+				if _, err := w.ResponseWriter.Write(bytes.ReplaceAll(b, w.placeholder, w.id)); err != nil {
+					return 0, err
+				}
+				return len(p), nil
+			}
+		}
+	}
 	if bytes.Contains(p, w.placeholder) {
 		if _, err := w.ResponseWriter.Write(bytes.ReplaceAll(p, w.placeholder, w.id)); err != nil {
 			return 0, err
@@ -369,6 +393,16 @@ func checkParams(name string, m method, params json.RawMessage) *rpcError {
 	if m.check != nil {
 		if err := m.check(params); err != nil {
 			return &rpcError{codeInvalidParams, "invalid params: " + strings.TrimPrefix(jsonin.Explain(err), "json: ")}
+		}
+	}
+	if name == "ListTasks" {
+		// An explicit pageSize must be 1 to 100 (spec 1.0 ListTasksRequest);
+		// the SDK reads 0 as "not given" (50), so check it here.
+		var p struct {
+			PageSize *int `json:"pageSize"`
+		}
+		if json.Unmarshal(params, &p) == nil && p.PageSize != nil && *p.PageSize == 0 {
+			return &rpcError{codeInvalidParams, "pageSize 0 must be between 1 and 100 (leave it out for 50)"}
 		}
 	}
 	return nil

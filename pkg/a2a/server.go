@@ -29,10 +29,16 @@ const (
 	// DefaultMaxBodyBytes bounds a JSON-RPC request.
 	DefaultMaxBodyBytes int64 = 1 << 20
 	// DefaultBlockingTimeout bounds how long a blocking message/send
-	// waits for its task to finish or pause before answering with the
-	// task as it stands (still working). It stays under API Gateway's
-	// 29-second integration limit.
-	DefaultBlockingTimeout = 25 * time.Second
+	// waits for its task to reach a terminal state or need input (or be
+	// drained) before answering with the task as it stands (still
+	// working): the server's request timeout for blocking calls. Behind a
+	// proxy that cuts requests sooner, set WithBlockingTimeout under its
+	// limit (APIGatewayBlockingTimeout).
+	DefaultBlockingTimeout = 10 * time.Minute
+	// APIGatewayBlockingTimeout is the blocking timeout under API
+	// Gateway's 29-second integration limit; tasks that outlive it are
+	// followed with GetTask, a stream or push notifications.
+	APIGatewayBlockingTimeout = 25 * time.Second
 	// DefaultCancelWait bounds how long tasks/cancel waits for a running
 	// run to stop before answering with the task as it stands.
 	DefaultCancelWait = 5 * time.Second
@@ -165,6 +171,7 @@ type Server struct {
 	cancelWait                 time.Duration
 	poll                       time.Duration
 	textChannels               map[string]string
+	push                       *pusher // nil: no push notifications
 	bearer                     bool
 	version                    string
 	provider                   *core.AgentProvider

@@ -307,7 +307,6 @@ func testLifecycle(t *testing.T, e *env, version string) {
 			want string
 		}{
 			{chat, text("invalid"), `message must not be "invalid"`},
-			{sum, text("two and two"), `graph "sum" takes no text`},
 			{sum, core.NewMessage(core.MessageRoleUser, core.NewDataPart([]any{1, 2})), "not a JSON object"},
 			{sum, core.NewMessage(core.MessageRoleUser, core.NewDataPart(map[string]any{"c": 1})), `"c" is not a channel`},
 		} {
@@ -316,9 +315,37 @@ func testLifecycle(t *testing.T, e *env, version string) {
 			if !strings.Contains(statusText(task), tc.want) {
 				t.Errorf("rejection %q does not say %q", statusText(task), tc.want)
 			}
-			if _, err := tc.c.GetTask(context.Background(), &core.GetTaskRequest{ID: task.ID}); !errors.Is(err, core.ErrTaskNotFound) {
-				t.Errorf("a rejected task is stored: %v", err)
+			// A rejected task is stored like any terminal task.
+			got, err := tc.c.GetTask(context.Background(), &core.GetTaskRequest{ID: task.ID})
+			if err != nil {
+				t.Fatalf("GetTask of a rejected task: %v", err)
 			}
+			wantState(t, got, core.TaskStateRejected)
+			if got.ContextID != task.ContextID || statusText(got) != statusText(task) {
+				t.Errorf("stored rejected task %+v, answered %+v", got, task)
+			}
+			if _, err := tc.c.CancelTask(context.Background(), &core.CancelTaskRequest{ID: task.ID}); !errors.Is(err, core.ErrTaskNotCancelable) {
+				t.Errorf("CancelTask of a rejected task: %v, want TaskNotCancelable", err)
+			}
+			follow := core.NewMessageForTask(core.MessageRoleUser, task, core.NewDataPart(map[string]any{"a": 1}))
+			if _, err := tc.c.SendMessage(context.Background(), &core.SendMessageRequest{Message: follow}); !errors.Is(err, core.ErrUnsupportedOperation) {
+				t.Errorf("message for a rejected task: %v, want UnsupportedOperation", err)
+			}
+			if version == "1.0" {
+				list, err := tc.c.ListTasks(context.Background(), &core.ListTasksRequest{ContextID: task.ContextID, Status: core.TaskStateRejected})
+				if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
+					t.Errorf("ListTasks(rejected) = %+v, %v; want the task", list, err)
+				}
+				list, err = tc.c.ListTasks(context.Background(), &core.ListTasksRequest{ContextID: task.ContextID, Status: core.TaskStateFailed})
+				if err != nil || len(list.Tasks) != 0 {
+					t.Errorf("ListTasks(failed) = %+v, %v; want no rejected task", list, err)
+				}
+			}
+		}
+		// Text for a graph without a text channel: the spec's
+		// ContentTypeNotSupportedError.
+		if _, err := sum.SendMessage(context.Background(), &core.SendMessageRequest{Message: text("two and two")}); !errors.Is(err, core.ErrUnsupportedContentType) || !strings.Contains(err.Error(), `graph "sum" takes no text`) {
+			t.Errorf("text for graph sum: %v, want ContentTypeNotSupported", err)
 		}
 	})
 
@@ -330,9 +357,10 @@ func testLifecycle(t *testing.T, e *env, version string) {
 			t.Fatalf("CancelTask: %v", err)
 		}
 		wantState(t, canceled, core.TaskStateCanceled)
-		again, err := chat.CancelTask(context.Background(), &core.CancelTaskRequest{ID: task.ID})
-		if err != nil || again.Status.State != core.TaskStateCanceled {
-			t.Errorf("cancelling a canceled task again: %v, %v", again, err)
+		// Spec 1.0 §3.1.5: a task in a terminal state (canceled
+		// included) is not cancelable.
+		if _, err := chat.CancelTask(context.Background(), &core.CancelTaskRequest{ID: task.ID}); !errors.Is(err, core.ErrTaskNotCancelable) {
+			t.Errorf("cancelling a canceled task again: %v, want TaskNotCancelable", err)
 		}
 		done := send(t, chat, text("done"), nil)
 		if _, err := chat.CancelTask(context.Background(), &core.CancelTaskRequest{ID: done.ID}); !errors.Is(err, core.ErrTaskNotCancelable) {
@@ -344,9 +372,10 @@ func testLifecycle(t *testing.T, e *env, version string) {
 		if err != nil || c2.Status.State != core.TaskStateCanceled {
 			t.Errorf("cancel input-required: %v %v", c2, err)
 		}
-		// A message for a finished task is refused.
-		if _, err := chat.SendMessage(context.Background(), &core.SendMessageRequest{Message: core.NewMessageForTask(core.MessageRoleUser, c2, core.NewTextPart("bob"))}); !errors.Is(err, core.ErrInvalidParams) {
-			t.Errorf("message for a canceled task: %v, want invalid params", err)
+		// A message for a finished task is an unsupported operation
+		// (spec 1.0 §3.1.1).
+		if _, err := chat.SendMessage(context.Background(), &core.SendMessageRequest{Message: core.NewMessageForTask(core.MessageRoleUser, c2, core.NewTextPart("bob"))}); !errors.Is(err, core.ErrUnsupportedOperation) {
+			t.Errorf("message for a canceled task: %v, want UnsupportedOperation", err)
 		}
 	})
 
@@ -488,10 +517,12 @@ func testStreaming(t *testing.T, chat *a2aclient.Client, version string) {
 	if st := lastStatus(t, got); st != core.TaskStateCanceled {
 		t.Errorf("resubscribed stream ended with %s", st)
 	}
-	// Resubscribing to a finished task gives it and ends.
-	got = collect(t, chat.SubscribeToTask(ctx, &core.SubscribeToTaskRequest{ID: slow.ID}))
-	if len(got) != 1 || lastStatus(t, got) != core.TaskStateCanceled {
-		t.Errorf("resubscribe to a canceled task: %v", got)
+	// Subscribing to a finished task is an unsupported operation (spec
+	// 1.0 §3.1.6).
+	for ev, err := range chat.SubscribeToTask(ctx, &core.SubscribeToTaskRequest{ID: slow.ID}) {
+		if !errors.Is(err, core.ErrUnsupportedOperation) {
+			t.Errorf("resubscribe to a canceled task: %v, %v; want UnsupportedOperation", ev, err)
+		}
 	}
 }
 
@@ -532,6 +563,20 @@ func TestListTasks(t *testing.T) {
 	}
 	if _, err := c.ListTasks(ctx, &core.ListTasksRequest{PageSize: 1000}); !errors.Is(err, core.ErrInvalidParams) {
 		t.Errorf("page size 1000: %v", err)
+	}
+	// totalSize is the number of matching tasks, not the page's.
+	if resp.TotalSize != 3 || next.TotalSize != 3 {
+		t.Errorf("totalSize %d and %d for 3 completed tasks in pages of 2, want 3", resp.TotalSize, next.TotalSize)
+	}
+	all, err := c.ListTasks(ctx, &core.ListTasksRequest{PageSize: 1})
+	if err != nil || len(all.Tasks) != 1 || all.TotalSize != 4 {
+		t.Fatalf("page of 1: %d tasks, totalSize %d, %v; want 1 of 4", len(all.Tasks), all.TotalSize, err)
+	}
+	// statusTimestampAfter includes a task updated at that very time.
+	at := *all.Tasks[0].Status.Timestamp
+	same, err := c.ListTasks(ctx, &core.ListTasksRequest{StatusTimestampAfter: &at})
+	if err != nil || len(same.Tasks) == 0 || same.Tasks[0].ID != all.Tasks[0].ID {
+		t.Errorf("statusTimestampAfter = the newest task's time: %+v, %v; want it listed (>=)", same, err)
 	}
 }
 
@@ -581,11 +626,76 @@ func TestResumeByInterruptID(t *testing.T) {
 func TestTextChannelOption(t *testing.T) {
 	e := newEnv(t, envConfig{opts: []a2a.Option{a2a.WithTextChannel("chat", "")}})
 	c := e.client(t, "chat", "1.0")
-	task := send(t, c, text("hi"), nil)
-	wantState(t, task, core.TaskStateRejected)
-	if !strings.Contains(statusText(task), "takes no text") {
-		t.Errorf("rejection %q", statusText(task))
+	if _, err := c.SendMessage(context.Background(), &core.SendMessageRequest{Message: text("hi")}); !errors.Is(err, core.ErrUnsupportedContentType) || !strings.Contains(err.Error(), "takes no text") {
+		t.Errorf("text for a graph without a text channel: %v, want ContentTypeNotSupported", err)
 	}
-	task = send(t, c, core.NewMessage(core.MessageRoleUser, core.NewDataPart(map[string]any{"message": "hi"})), nil)
+	task := send(t, c, core.NewMessage(core.MessageRoleUser, core.NewDataPart(map[string]any{"message": "hi"})), nil)
 	wantState(t, task, core.TaskStateCompleted)
+}
+
+// TestBlockingSendOutlivesAPIGatewayLimit: a blocking send waits for a
+// task longer than API Gateway's limit (the "slow" message takes 30s)
+// until it completes, unless WithBlockingTimeout says otherwise.
+func TestBlockingSendOutlivesAPIGatewayLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 30s; run without -short")
+	}
+	t.Parallel()
+	e := newEnv(t, envConfig{events: true})
+	c := e.client(t, "chat", "0.3")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := c.SendMessage(ctx, &core.SendMessageRequest{Message: text("slow")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*core.Task)
+	if !ok {
+		t.Fatalf("result %T", res)
+	}
+	wantState(t, task, core.TaskStateCompleted)
+
+	bounded := newEnv(t, envConfig{events: true, opts: []a2a.Option{a2a.WithBlockingTimeout(200 * time.Millisecond)}})
+	start := time.Now()
+	task = send(t, bounded.client(t, "chat", "1.0"), text("slow"), nil)
+	wantState(t, task, core.TaskStateWorking)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("WithBlockingTimeout(200ms): answered after %v", d)
+	}
+}
+
+// TestHistoryKeepsClientMessages: a task's history holds the client's
+// first message and its answers to input-required, as sent (ids, parts),
+// in both protocol versions; historyLength keeps the newest.
+func TestHistoryKeepsClientMessages(t *testing.T) {
+	e := newEnv(t, envConfig{events: true})
+	for _, version := range []string{"1.0", "0.3"} {
+		t.Run(version, func(t *testing.T) {
+			c := e.client(t, "chat", version)
+			first := text("ask")
+			task := send(t, c, first, nil)
+			wantState(t, task, core.TaskStateInputRequired)
+			answer := core.NewMessageForTask(core.MessageRoleUser, task, core.NewTextPart("eve"))
+			done := send(t, c, answer, nil)
+			wantState(t, done, core.TaskStateCompleted)
+			got, err := c.GetTask(context.Background(), &core.GetTaskRequest{ID: task.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.History) != 2 {
+				t.Fatalf("history of %d messages, want the question's and the answer's: %+v", len(got.History), got.History)
+			}
+			for i, want := range []*core.Message{first, answer} {
+				m := got.History[i]
+				if m.ID != want.ID || m.Role != core.MessageRoleUser || len(m.Parts) != 1 || m.Parts[0].Text() != want.Parts[0].Text() || m.TaskID != task.ID {
+					t.Errorf("history[%d] = %+v, want the client's message %q (%s)", i, m, want.Parts[0].Text(), want.ID)
+				}
+			}
+			one := 1
+			got, err = c.GetTask(context.Background(), &core.GetTaskRequest{ID: task.ID, HistoryLength: &one})
+			if err != nil || len(got.History) != 1 || got.History[0].ID != answer.ID {
+				t.Errorf("historyLength 1: %+v, %v; want the answer", got, err)
+			}
+		})
+	}
 }

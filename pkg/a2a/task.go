@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 
@@ -70,6 +69,9 @@ func status(r runs.Run) (core.TaskState, *core.Message) {
 	case pregel.RunCompleted:
 		return core.TaskStateCompleted, nil
 	case pregel.RunFailed:
+		if r.Rejected {
+			return core.TaskStateRejected, agentText(r, r.Error)
+		}
 		return core.TaskStateFailed, agentText(r, "the task failed")
 	case pregel.RunCancelled:
 		return core.TaskStateCanceled, agentText(r, "the task was canceled")
@@ -176,24 +178,7 @@ func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, 
 		Metadata:  map[string]any{MetadataKey: s.runMetadata(r)},
 	}
 	if v.history == nil || *v.history > 0 {
-		// Input values too large or too deep to embed are left out
-		// with a marker (see api.ValueBudget).
-		raw, omitted := v.budget.FitInput(r.ID, r.Input)
-		in, err := decodeJSON(raw)
-		if err != nil || in == nil {
-			in = map[string]any{}
-		}
-		first := &core.Message{
-			ID:        r.ID + "-input",
-			Role:      core.MessageRoleUser,
-			TaskID:    core.TaskID(r.ID),
-			ContextID: contextOf(r),
-			Parts:     core.ContentParts{core.NewDataPart(s.hrefs(in, omitted))},
-		}
-		if len(omitted) > 0 {
-			first.Metadata = map[string]any{MetadataKey: map[string]any{"omitted_input": omitted}}
-		}
-		t.History = []*core.Message{first}
+		t.History = s.history(r, v)
 	}
 	if v.artifacts && r.Status == pregel.RunCompleted {
 		a, err := s.artifact(ctx, r, v.budget)
@@ -203,6 +188,58 @@ func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, 
 		t.Artifacts = []*core.Artifact{a}
 	}
 	return t, nil
+}
+
+// history is a task's history: the client's messages kept with the run
+// (the first, then its answers; the newest ones when v.history bounds
+// it), or, for runs created without a message (through /v1, say), its
+// input as the user's first message.
+func (s *Server) history(r runs.Run, v taskView) []*core.Message {
+	if len(r.Messages) == 0 {
+		return []*core.Message{s.inputMessage(r, v.budget)}
+	}
+	msgs := r.Messages
+	if v.history != nil && *v.history < len(msgs) {
+		msgs = msgs[len(msgs)-*v.history:]
+	}
+	out := make([]*core.Message, 0, len(msgs))
+	for i, raw := range msgs {
+		// The answer's budget bounds what is embedded, as for values.
+		fitted, omitted := v.budget.Fit(map[string]json.RawMessage{"message": raw}, func(string) string { return "" })
+		var m core.Message
+		if len(omitted) > 0 || json.Unmarshal(fitted["message"], &m) != nil || len(m.Parts) == 0 {
+			m = core.Message{
+				ID:    fmt.Sprintf("%s-message-%d", r.ID, i),
+				Role:  core.MessageRoleUser,
+				Parts: core.ContentParts{core.NewTextPart("(this message is too large to show in the history)")},
+			}
+		}
+		m.TaskID, m.ContextID = core.TaskID(r.ID), contextOf(r)
+		out = append(out, &m)
+	}
+	return out
+}
+
+// inputMessage is a run's input as the user's first message. Input
+// values too large or too deep to embed are left out with a marker (see
+// api.ValueBudget).
+func (s *Server) inputMessage(r runs.Run, budget *api.ValueBudget) *core.Message {
+	raw, omitted := budget.FitInput(r.ID, r.Input)
+	in, err := decodeJSON(raw)
+	if err != nil || in == nil {
+		in = map[string]any{}
+	}
+	first := &core.Message{
+		ID:        r.ID + "-input",
+		Role:      core.MessageRoleUser,
+		TaskID:    core.TaskID(r.ID),
+		ContextID: contextOf(r),
+		Parts:     core.ContentParts{core.NewDataPart(s.hrefs(in, omitted))},
+	}
+	if len(omitted) > 0 {
+		first.Metadata = map[string]any{MetadataKey: map[string]any{"omitted_input": omitted}}
+	}
+	return first
 }
 
 func (s *Server) runMetadata(r runs.Run) map[string]any {
@@ -326,9 +363,6 @@ func readParts(parts core.ContentParts) (content, error) {
 func (a *agent) input(c content) (json.RawMessage, string) {
 	in := make(map[string]any)
 	if len(c.texts) > 0 {
-		if a.text == "" {
-			return nil, fmt.Sprintf("graph %q takes no text; send a data part holding a JSON object of channel values (channels: %s)", a.graph.Name(), strings.Join(a.graph.Channels(), ", "))
-		}
 		in[a.text] = strings.Join(c.texts, "\n")
 	}
 	for i, d := range c.data {
@@ -364,28 +398,4 @@ func resumeValue(c content) (json.RawMessage, error) {
 		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the answer cannot be encoded as JSON: %v", err))
 	}
 	return raw, nil
-}
-
-// rejected is the task of a message whose input the graph refused. It is
-// not stored: no run was created.
-func rejected(id, contextID, reason string, msg *core.Message) *core.Task {
-	now := time.Now().UTC()
-	user := *msg
-	user.TaskID, user.ContextID = core.TaskID(id), contextID
-	return &core.Task{
-		ID:        core.TaskID(id),
-		ContextID: contextID,
-		Status: core.TaskStatus{
-			State: core.TaskStateRejected,
-			Message: &core.Message{
-				ID:        id + "-rejected",
-				Role:      core.MessageRoleAgent,
-				TaskID:    core.TaskID(id),
-				ContextID: contextID,
-				Parts:     core.ContentParts{core.NewTextPart(reason)},
-			},
-			Timestamp: &now,
-		},
-		History: []*core.Message{&user},
-	}
 }

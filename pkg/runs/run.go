@@ -41,6 +41,13 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 	// FailedNode names the node that failed the run, if one did.
 	FailedNode string `json:"failed_node,omitempty"`
+	// Rejected marks a failed run whose input was refused before it
+	// started (Service.Reject); Error says why.
+	Rejected bool `json:"rejected,omitempty"`
+	// Messages are the protocol messages a binding (A2A) recorded with
+	// the run: the one that created it and those that resumed it, oldest
+	// first (see CreateRequest.Message, MaxMessages).
+	Messages []json.RawMessage `json:"messages,omitempty"`
 	// Events is the run's history, oldest first: its changes of status
 	// and the requests made of it (see Event). Mutate appends to it. It
 	// holds at most MaxEvents events: the first (created) and the newest;
@@ -57,6 +64,8 @@ type Run struct {
 type ResumeRequest struct {
 	Value  json.RawMessage            `json:"value,omitempty"`
 	Values map[string]json.RawMessage `json:"values,omitempty"`
+	// Message, if set, is appended to the run's Messages.
+	Message json.RawMessage `json:"-"`
 }
 
 // Filter selects runs to list.

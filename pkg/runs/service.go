@@ -93,6 +93,9 @@ type CreateRequest struct {
 	RunID     string          `json:"run_id,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	ContextID string          `json:"context_id,omitempty"`
+	// Message, if set, is the protocol message asking for the run, kept
+	// as the first of its Messages (not part of the input's identity).
+	Message json.RawMessage `json:"-"`
 }
 
 var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -130,7 +133,7 @@ func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (
 	now := s.now()
 	r, created, err = s.Runs.CreateRun(ctx, Run{
 		ID: req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now,
-		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}},
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}, Messages: appendMessage(nil, req.Message),
 	})
 	if err != nil {
 		return Run{}, false, fmt.Errorf("store run: %w", err)
@@ -308,6 +311,7 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 			return fmt.Errorf("run %q is %s; only interrupted or drained runs can be resumed: %w", id, r.Status, ErrInvalidState)
 		}
 		r.Status, r.DrainRequested, r.DrainReason = pregel.RunPending, false, ""
+		r.Messages = appendMessage(r.Messages, req.Message)
 		if len(req.Value) > 0 || len(req.Values) > 0 {
 			r.Resume = &req
 		}
@@ -323,7 +327,7 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 			if cur.Status != pregel.RunPending || cur.Version != r.Version {
 				return errRolledBack
 			}
-			cur.Status, cur.Resume, cur.DrainRequested, cur.DrainReason = before.Status, before.Resume, before.DrainRequested, before.DrainReason
+			cur.Status, cur.Resume, cur.DrainRequested, cur.DrainReason, cur.Messages = before.Status, before.Resume, before.DrainRequested, before.DrainReason, before.Messages
 			return nil
 		}); rbErr != nil && !errors.Is(rbErr, errRolledBack) {
 			s.logger().Error("roll back a resume that could not be dispatched", "run_id", id, "err", rbErr)

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/superstep/superstep/examples/loop"
 )
 
@@ -66,5 +68,38 @@ func TestA2AOverTheServerlessPath(t *testing.T) {
 	}
 	if r := s.get(resp.Result.ID); r.Graph != loop.Name || r.Step != 2 {
 		t.Errorf("the task is not the run: %+v", r.Run)
+	}
+}
+
+// With an API token, the agent cards stay public (so that clients learn
+// which auth they need) and declare the bearer scheme; the methods need
+// the token. Both the HTTP handler and the Lambda's HTTP API handler.
+func TestA2ACardPublicWithToken(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{token: "s3cret", noPollers: true})
+	var card struct {
+		SecuritySchemes map[string]struct {
+			Type   string `json:"type"`
+			Scheme string `json:"scheme"`
+		} `json:"securitySchemes"`
+	}
+	if st := s.do("GET", "/a2a/"+loop.Name+"/.well-known/agent-card.json", nil, &card); st != http.StatusOK {
+		t.Fatalf("agent card without the token: status %d", st)
+	}
+	if b := card.SecuritySchemes["bearer"]; b.Type != "http" || b.Scheme != "Bearer" {
+		t.Errorf("securitySchemes %+v, want the bearer scheme (0.3 format without A2A-Version)", card.SecuritySchemes)
+	}
+	if st := s.do("POST", "/a2a/"+loop.Name, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": "x"}}, nil); st != http.StatusUnauthorized {
+		t.Errorf("tasks/get without the token: status %d, want 401", st)
+	}
+	resp := s.app.HandleHTTP(t.Context(), events.APIGatewayV2HTTPRequest{
+		RawPath: "/a2a/" + loop.Name + "/.well-known/agent-card.json",
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: "/a2a/" + loop.Name + "/.well-known/agent-card.json"},
+		},
+		Headers: map[string]string{"host": "api.example.com"},
+	})
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("agent card through HandleHTTP without the token: %d %s", resp.StatusCode, resp.Body)
 	}
 }

@@ -176,7 +176,7 @@ type App struct {
 	// SQS is the queues' client.
 	SQS *sqs.Client
 
-	// handler is API behind Options.Middleware.
+	// handler is API, its agent cards public, behind Options.Middleware.
 	handler http.Handler
 }
 
@@ -220,10 +220,11 @@ func New(o Options) (*App, error) {
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
 	// follows the run record.
-	httpAPI.Handle(a2a.Pattern, a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true)))
-	var handler http.Handler = httpAPI
+	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout))
+	httpAPI.Handle(a2a.Pattern, agents)
+	handler := agents.PublicCards(httpAPI) // agent cards need no token
 	if o.Middleware != nil {
-		handler = o.Middleware(httpAPI)
+		handler = o.Middleware(handler)
 	}
 	return &App{
 		handler: handler,

@@ -85,6 +85,7 @@ type stackOptions struct {
 	visibility time.Duration
 	maxReceive int
 	noPollers  bool
+	token      string // the HTTP API's bearer token (Config.APIToken)
 	// work is called by every execution of remote-fanout's work tasks.
 	work func(ctx context.Context)
 }
@@ -114,6 +115,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.APIToken = o.token
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work)

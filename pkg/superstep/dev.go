@@ -115,7 +115,8 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Dispatcher: sched, Logger: log}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
-	handler.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody)))
+	agents := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{}))
+	handler.Handle(a2a.Pattern, agents)
 	if err := env.s.mount(handler); err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
 		return badInput(err)
@@ -126,7 +127,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		_ = sched.Shutdown(context.Background(), 0)
 		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
 	}
-	srv := api.NewServer(env.s.wrap(inspector.New(handler)), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
+	srv := api.NewServer(env.s.wrap(inspector.New(agents.PublicCards(handler))), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

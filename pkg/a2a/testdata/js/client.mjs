@@ -131,6 +131,28 @@ await step('list', async () => {
   return { count: res.tasks.length, states: res.tasks.map((t) => stateName(t.status?.state)) };
 });
 
+// A rejected task is stored: get finds it, cancel and a follow-up message
+// are refused with the spec's errors.
+let rejected;
+await step('rejected', async () => {
+  rejected = await client.sendMessage({ message: message('invalid') });
+  return summary(rejected);
+});
+await step('getRejected', async () => summary(await client.getTask({ id: rejected.id })));
+await step('cancelRejected', async () => summary(await client.cancelTask({ id: rejected.id })));
+await step('messageToFinished', async () =>
+  summary(await client.sendMessage({ message: message('more', { taskId: done.id, contextId: done.contextId }) })),
+);
+await step('resubscribeFinished', async () => ({ events: await collect(client.resubscribeTask({ id: done.id })) }));
+
+// totalSize counts every task of the listing, not the page.
+await step('listTotal', async () => {
+  const contextId = randomUUID();
+  for (const t of ['a', 'b', 'c']) await client.sendMessage({ message: message(t, { contextId }) });
+  const res = await client.listTasks({ contextId, pageSize: 1 });
+  return { count: res.tasks.length, totalSize: res.totalSize };
+});
+
 // The same server through its A2A 0.3 binding, with the SDK's 0.3 client.
 await step('legacy', async () => {
   const card = await (await fetch(cardURL)).json();
