@@ -21,8 +21,20 @@ type Run struct {
 	Status    pregel.RunStatus `json:"status"`
 	Input     json.RawMessage  `json:"input,omitempty"`
 	ContextID string           `json:"context_id,omitempty"`
-	CreatedAt time.Time        `json:"created_at"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	// ThreadID names the thread the run belongs to, if any (see Thread).
+	ThreadID string `json:"thread_id,omitempty"`
+	// Base is the step of the thread the run started from: its step 0 is
+	// that state with Input applied. Nil: the empty state.
+	Base *StepRef `json:"base,omitempty"`
+	// SupersededBy names the run that took the thread from this one
+	// (strategies interrupt and rollback); a superseded run cannot be
+	// resumed.
+	SupersededBy string `json:"superseded_by,omitempty"`
+	// Discarded: the run was rolled back; its steps are not part of its
+	// thread's state or history.
+	Discarded bool      `json:"discarded,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Step is the last committed superstep.
 	Step     int             `json:"step"`
 	Counters pregel.Counters `json:"counters"`

@@ -35,6 +35,11 @@ type SchedulerConfig struct {
 	// Logger receives what cannot be reported to a caller (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// OnStop, if set, is called with a run's record when the run stops
+	// executing (completed, failed, cancelled, drained or interrupted),
+	// after the record is stored; Service.RunStopped passes a thread on
+	// to its next run this way.
+	OnStop func(ctx context.Context, r Run) error
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -56,6 +61,7 @@ type Scheduler struct {
 	checkpoints pregel.Checkpointer
 	concurrency int
 	log         *slog.Logger
+	onStop      func(ctx context.Context, r Run) error
 
 	mu     sync.Mutex
 	state  schedState
@@ -107,6 +113,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		checkpoints: cfg.Checkpoints,
 		concurrency: cfg.Concurrency,
 		log:         cfg.Logger,
+		onStop:      cfg.OnStop,
 		queued:      make(map[string]bool),
 		active:      make(map[string]*execution),
 		subs:        make(map[string]map[*subscriber]struct{}),
@@ -326,6 +333,17 @@ func (s *Scheduler) cancelQueued(ctx context.Context, id string) {
 		_ = s.Dispatch(ctx, Run{ID: id})
 	default:
 		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: id, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled})
+		s.stopped(ctx, r)
+	}
+}
+
+// stopped calls OnStop for a run that stopped.
+func (s *Scheduler) stopped(ctx context.Context, r Run) {
+	if s.onStop == nil {
+		return
+	}
+	if err := s.onStop(ctx, r); err != nil && ctx.Err() == nil {
+		s.log.ErrorContext(ctx, "after a run stopped", "run_id", r.ID, "error", err)
 	}
 }
 
@@ -446,6 +464,7 @@ func (s *Scheduler) execute(ex *execution) {
 		return
 	case r.Status == pregel.RunCancelled:
 		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: r.ID, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled})
+		s.stopped(s.base, r)
 		return
 	}
 	if r.DrainRequested {
@@ -631,6 +650,7 @@ func (s *Scheduler) settle(ex *execution, r Run, res *pregel.Result, err error) 
 		ev.Reason = final.DrainReason
 	}
 	s.publish(ev)
+	s.stopped(s.base, final)
 }
 
 // publicError turns a run's failure into words fit for its caller, logging

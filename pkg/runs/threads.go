@@ -1,0 +1,624 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+// Seeder is a Checkpointer that stores the step 0 of a run continuing from
+// another run's step (see pregel.Graph.Continue) without copying what it
+// inherits: the channels of version pregel.Inherited keep referring to the
+// values base's run stored, so a thread of many runs holds its state once.
+// A Checkpointer without it gets the inherited values written again.
+type Seeder interface {
+	// CommitFrom commits cp, a step 0, as Commit does, with the channels
+	// of version pregel.Inherited taken from base; cp.Values holds them
+	// too, with base's values.
+	CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base StepRef) error
+}
+
+// CreateThreadRequest asks for a new thread.
+type CreateThreadRequest struct {
+	// ThreadID makes creation idempotent; empty: a new id.
+	ThreadID string `json:"thread_id,omitempty"`
+	// Metadata is a JSON object kept with the thread.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// ThreadRunRequest asks for a new run on a thread.
+type ThreadRunRequest struct {
+	Graph string `json:"graph"`
+	// RunID makes creation idempotent, as in CreateRequest.
+	RunID string          `json:"run_id,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// Strategy says what to do when the thread has an active run
+	// (default reject).
+	Strategy Strategy `json:"strategy,omitempty"`
+}
+
+// ThreadState is a thread's state: the values of its latest committed
+// step, and where that step is.
+type ThreadState struct {
+	ThreadID string `json:"thread_id"`
+	// RunID and Step name the checkpoint; RunID is empty for a thread
+	// that has no step yet.
+	RunID  string                     `json:"run_id,omitempty"`
+	Step   int                        `json:"step"`
+	Values map[string]json.RawMessage `json:"values"`
+	// Next lists the nodes the run would execute next, if it goes on.
+	Next []string `json:"next,omitempty"`
+}
+
+// ThreadStep is one committed step in a thread's history.
+type ThreadStep struct {
+	RunID string `json:"run_id"`
+	Graph string `json:"graph"`
+	pregel.StepInfo
+	Values map[string]json.RawMessage `json:"values"`
+}
+
+var (
+	errNoThreads  = fmt.Errorf("this server keeps no threads: %w", ErrInvalid)
+	errStop       = errors.New("nothing to change")
+	errNotActive  = errors.New("run is not the thread's active run")
+	errClaimedYet = errors.New("run already claimed the thread")
+)
+
+func (s *Service) threads() (ThreadStore, error) {
+	if s.Threads == nil {
+		return nil, errNoThreads
+	}
+	return s.Threads, nil
+}
+
+func checkThreadID(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("thread id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit: %w", id, ErrInvalid)
+	}
+	return nil
+}
+
+// CreateThread stores a new thread. created is false when a thread with
+// the id exists with the same metadata; other metadata is a conflict.
+func (s *Service) CreateThread(ctx context.Context, req CreateThreadRequest) (Thread, bool, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return Thread{}, false, err
+	}
+	if req.ThreadID == "" {
+		req.ThreadID = pregel.NewRunID()
+	} else if err := checkThreadID(req.ThreadID); err != nil {
+		return Thread{}, false, err
+	}
+	var meta json.RawMessage
+	if len(bytes.TrimSpace(req.Metadata)) > 0 && string(bytes.TrimSpace(req.Metadata)) != "null" {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(req.Metadata, &obj); err != nil {
+			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+		}
+		if meta, err = compactJSON(req.Metadata); err != nil {
+			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+		}
+	}
+	now := s.now()
+	t, created, err := ts.CreateThread(ctx, Thread{ID: req.ThreadID, Metadata: meta, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return Thread{}, false, fmt.Errorf("store thread: %w", err)
+	}
+	if !created && !jsonEqual(t.Metadata, meta) {
+		return Thread{}, false, fmt.Errorf("thread %q already exists with other metadata; choose another thread_id: %w", req.ThreadID, ErrConflict)
+	}
+	return t, created, nil
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	ax, _ := json.Marshal(x)
+	by, _ := json.Marshal(y)
+	return bytes.Equal(ax, by)
+}
+
+// GetThread returns a thread.
+func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return Thread{}, err
+	}
+	if err := checkThreadID(id); err != nil {
+		return Thread{}, err
+	}
+	return ts.GetThread(ctx, id)
+}
+
+// ListThreads lists threads, newest first.
+func (s *Service) ListThreads(ctx context.Context, f ThreadFilter) (ThreadPage, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return ThreadPage{}, err
+	}
+	if f.Limit < 0 || f.Limit > 500 {
+		return ThreadPage{}, fmt.Errorf("limit %d must be between 1 and 500 (0 means 50): %w", f.Limit, ErrInvalid)
+	}
+	return ts.ListThreads(ctx, f)
+}
+
+// DeleteThread deletes a thread's record. A thread with an active or
+// queued run is refused: cancel its runs first.
+func (s *Service) DeleteThread(ctx context.Context, id string) error {
+	ts, err := s.threads()
+	if err != nil {
+		return err
+	}
+	if err := checkThreadID(id); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		t, err := ts.GetThread(ctx, id)
+		if err != nil {
+			return err
+		}
+		if t.Active != "" || len(t.Queue) > 0 {
+			return fmt.Errorf("thread %q has run %q active and %d queued; cancel them before deleting it: %w", id, t.Active, len(t.Queue), ErrInvalidState)
+		}
+		err = ts.DeleteThread(ctx, id, t.Version)
+		if !errors.Is(err, ErrConflict) || attempt >= 50 {
+			return err
+		}
+	}
+}
+
+// current returns the step a thread's state is at: the active run's
+// latest committed step, or the head.
+func (s *Service) current(ctx context.Context, t Thread) (*StepRef, error) {
+	if t.Active != "" {
+		cp, err := s.Checkpoints.Load(ctx, t.Active, pregel.Latest)
+		switch {
+		case err == nil:
+			return &StepRef{RunID: t.Active, Step: cp.Step}, nil
+		case !errors.Is(err, pregel.ErrNotFound):
+			return nil, fmt.Errorf("load run %q: %w", t.Active, err)
+		}
+	}
+	return t.Head, nil
+}
+
+// load returns the checkpoint at ref, or nil for a nil ref.
+func (s *Service) load(ctx context.Context, ref *StepRef) (*pregel.Checkpoint, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	cp, err := s.Checkpoints.Load(ctx, ref.RunID, ref.Step)
+	if err != nil {
+		return nil, fmt.Errorf("load step %d of run %q: %w", ref.Step, ref.RunID, err)
+	}
+	return cp, nil
+}
+
+// State returns a thread's latest committed state.
+func (s *Service) State(ctx context.Context, id string) (ThreadState, error) {
+	t, err := s.GetThread(ctx, id)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	ref, err := s.current(ctx, t)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	st := ThreadState{ThreadID: id, Values: map[string]json.RawMessage{}}
+	cp, err := s.load(ctx, ref)
+	if err != nil || cp == nil {
+		return st, err
+	}
+	st.RunID, st.Step, st.Values = ref.RunID, ref.Step, cp.Values
+	for _, tr := range cp.Next {
+		st.Next = append(st.Next, tr.Node)
+	}
+	return st, nil
+}
+
+// CreateOnThread creates a run of req.Graph on a thread: it starts from the
+// thread's latest committed state with req.Input applied through the
+// channels' reducers. If the thread has an active run, req.Strategy says
+// what happens (see Strategy): reject returns a *BusyError. A run that
+// waits for the thread is returned pending.
+func (s *Service) CreateOnThread(ctx context.Context, threadID string, req ThreadRunRequest) (Run, bool, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return Run{}, false, err
+	}
+	if err := checkThreadID(threadID); err != nil {
+		return Run{}, false, err
+	}
+	strategy, err := ParseStrategy(string(req.Strategy))
+	if err != nil {
+		return Run{}, false, err
+	}
+	if req.Graph == "" {
+		return Run{}, false, fmt.Errorf("graph is missing; name one of %s: %w", strings.Join(s.Graphs.names, ", "), ErrInvalid)
+	}
+	g, err := s.Graphs.lookup(req.Graph)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if req.RunID == "" {
+		req.RunID = pregel.NewRunID()
+	} else if !ValidID(req.RunID) {
+		return Run{}, false, fmt.Errorf("run_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-': %w", req.RunID, ErrInvalid)
+	}
+	input, err := compactJSON(req.Input)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("input is not valid JSON: %w", ErrInvalid)
+	}
+	t, err := ts.GetThread(ctx, threadID)
+	if err != nil {
+		return Run{}, false, err
+	}
+	// Check the input against the thread's state now; the run applies it
+	// to the state it starts from.
+	ref, err := s.current(ctx, t)
+	if err != nil {
+		return Run{}, false, err
+	}
+	cp, err := s.load(ctx, ref)
+	if err != nil {
+		return Run{}, false, err
+	}
+	var state map[string]json.RawMessage
+	if cp != nil {
+		state = cp.Values
+	}
+	if _, err := g.Continue(ctx, req.RunID, state, input); err != nil {
+		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
+	}
+
+	if old, err := s.Runs.GetRun(ctx, req.RunID); err == nil {
+		if old.ThreadID != threadID || old.Graph != req.Graph || !bytes.Equal(old.Input, input) {
+			return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
+		}
+		// A retry: finish what the first request may have left.
+		if err := s.startIfActive(ctx, threadID, req.RunID); err != nil {
+			return Run{}, false, err
+		}
+		r, err := s.Runs.GetRun(ctx, req.RunID)
+		return r, false, err
+	} else if !errors.Is(err, ErrNotFound) {
+		return Run{}, false, err
+	}
+
+	var busy string
+	_, err = MutateThread(ctx, ts, threadID, func(t *Thread) error {
+		busy = ""
+		if t.Active == req.RunID || slices.Contains(t.Queue, req.RunID) {
+			return errClaimedYet
+		}
+		if t.Active == "" {
+			t.Active = req.RunID
+			return nil
+		}
+		if strategy == StrategyReject {
+			return &BusyError{Thread: threadID, ActiveRun: t.Active}
+		}
+		busy = t.Active
+		t.Queue = append(t.Queue, req.RunID)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errClaimedYet) {
+		return Run{}, false, err
+	}
+	now := s.now()
+	r, created, err := s.Runs.CreateRun(ctx, Run{
+		ID: req.RunID, Graph: req.Graph, Status: pregel.RunPending, Input: input, ContextID: threadID, ThreadID: threadID, CreatedAt: now, UpdatedAt: now,
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}},
+	})
+	if err != nil {
+		s.unclaim(ctx, threadID, req.RunID)
+		return Run{}, false, fmt.Errorf("store run: %w", err)
+	}
+	if !created && (r.ThreadID != threadID || r.Graph != req.Graph || !bytes.Equal(r.Input, input)) {
+		return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
+	}
+	if busy != "" {
+		if err := s.supersede(ctx, busy, req.RunID, strategy); err != nil {
+			return Run{}, false, err
+		}
+	}
+	if err := s.startIfActive(ctx, threadID, req.RunID); err != nil {
+		return Run{}, false, err
+	}
+	r, err = s.Runs.GetRun(ctx, req.RunID)
+	return r, created, err
+}
+
+// unclaim takes a run that could not be stored off its thread.
+func (s *Service) unclaim(ctx context.Context, threadID, runID string) {
+	var next string
+	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
+		next = ""
+		switch {
+		case t.Active == runID:
+			if len(t.Queue) > 0 {
+				next, t.Queue = t.Queue[0], t.Queue[1:]
+			}
+			t.Active = next
+		case slices.Contains(t.Queue, runID):
+			t.Queue = slices.DeleteFunc(t.Queue, func(id string) bool { return id == runID })
+		default:
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		s.logger().Error("take a run that could not be stored off its thread", "thread_id", threadID, "run_id", runID, "err", err)
+		return
+	}
+	if next != "" {
+		if err := s.startIfActive(ctx, threadID, next); err != nil {
+			s.logger().Error("start the next run of a thread", "thread_id", threadID, "run_id", next, "err", err)
+		}
+	}
+}
+
+// supersede applies an interrupt or rollback strategy to the run active
+// when run newID arrived.
+func (s *Service) supersede(ctx context.Context, activeID, newID string, strategy Strategy) error {
+	if strategy != StrategyInterrupt && strategy != StrategyRollback {
+		return nil
+	}
+	reason := fmt.Sprintf("interrupted by run %s on its thread", newID)
+	r, err := s.mutateRun(ctx, activeID, func(r *Run) error {
+		if r.SupersededBy != "" {
+			return errStop // an earlier arrival did it
+		}
+		switch r.Status {
+		case pregel.RunPending, pregel.RunRunning:
+			r.SupersededBy = newID
+			if strategy == StrategyInterrupt {
+				if !r.DrainRequested && !r.CancelRequested {
+					r.DrainRequested, r.DrainReason = true, reason
+				}
+			} else {
+				r.CancelRequested, r.Discarded = true, true
+			}
+		case pregel.RunInterrupted, pregel.RunDrained:
+			r.SupersededBy = newID
+			if strategy == StrategyRollback {
+				r.Status, r.Interrupts, r.Resume, r.Discarded = pregel.RunCancelled, nil, nil, true
+			}
+		default:
+			return errStop // it has ended; its end releases the thread
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s run %q: %w", strategy, activeID, err)
+	}
+	if r.Status == pregel.RunPending || r.Status == pregel.RunRunning {
+		s.Dispatcher.Signal(ctx, r)
+		return nil
+	}
+	return s.RunStopped(ctx, r)
+}
+
+// startIfActive starts run runID if it holds its thread and has not
+// started: it builds its step 0 from the thread's head and its input,
+// commits it and dispatches the run. It is idempotent.
+func (s *Service) startIfActive(ctx context.Context, threadID, runID string) error {
+	t, err := s.Threads.GetThread(ctx, threadID)
+	if err != nil || t.Active != runID {
+		return err
+	}
+	r, err := s.Runs.GetRun(ctx, runID)
+	if errors.Is(err, ErrNotFound) {
+		return nil // its creator has not stored it yet, and will start it
+	}
+	if err != nil {
+		return err
+	}
+	if r.Status.Terminal() {
+		return s.RunStopped(ctx, r)
+	}
+	if r.Status != pregel.RunPending {
+		return nil
+	}
+	if r.CancelRequested {
+		r, err = s.mutateRun(ctx, runID, func(r *Run) error {
+			if r.Status != pregel.RunPending {
+				return errStop
+			}
+			r.Status, r.CancelRequested = pregel.RunCancelled, false
+			return nil
+		})
+		if errors.Is(err, errStop) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return s.RunStopped(ctx, r)
+	}
+	if _, err := s.Checkpoints.Load(ctx, runID, 0); err == nil {
+		return s.Dispatcher.Dispatch(ctx, r) // started before; dispatch again
+	} else if !errors.Is(err, pregel.ErrNotFound) {
+		return err
+	}
+	g, err := s.Graphs.lookup(r.Graph)
+	if err != nil {
+		return s.failStart(ctx, r, err.Error())
+	}
+	base := t.Head
+	cp0, err := s.load(ctx, base)
+	if err != nil {
+		return err
+	}
+	var state map[string]json.RawMessage
+	if cp0 != nil {
+		state = cp0.Values
+	}
+	cp, err := g.Continue(ctx, runID, state, r.Input)
+	if err != nil {
+		return s.failStart(ctx, r, strings.TrimPrefix(err.Error(), "pregel: invalid input: "))
+	}
+	if base != nil && r.Base == nil {
+		if r, err = s.mutateRun(ctx, runID, func(r *Run) error {
+			b := *base
+			r.Base = &b
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if err := s.seed(ctx, cp, base); err != nil && !errors.Is(err, pregel.ErrStepConflict) {
+		return fmt.Errorf("store step 0: %w", err)
+	}
+	if err := s.Dispatcher.Dispatch(ctx, r); err != nil {
+		return fmt.Errorf("dispatch run: %w", err)
+	}
+	return nil
+}
+
+// failStart fails a run whose input does not fit the state it would start
+// from, and passes the thread on.
+func (s *Service) failStart(ctx context.Context, r Run, msg string) error {
+	r, err := s.mutateRun(ctx, r.ID, func(r *Run) error {
+		if r.Status != pregel.RunPending {
+			return errStop
+		}
+		r.Status, r.Error = pregel.RunFailed, msg
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.RunStopped(ctx, r)
+}
+
+// seed commits a thread run's step 0.
+func (s *Service) seed(ctx context.Context, cp *pregel.Checkpoint, base *StepRef) error {
+	if sd, ok := s.Checkpoints.(Seeder); ok && base != nil {
+		return sd.CommitFrom(ctx, cp, *base)
+	}
+	// Write what the run inherits again.
+	full := *cp
+	full.Versions = maps.Clone(cp.Versions)
+	for ch, v := range full.Versions {
+		if v == pregel.Inherited {
+			full.Versions[ch] = 0
+		}
+	}
+	return s.Checkpoints.Commit(ctx, &full)
+}
+
+// RunStopped passes a run's thread on when the run has left it: it
+// completed, failed or was cancelled, or it is paused (drained,
+// interrupted) and a newer run superseded it. The thread's head becomes
+// the run's last committed step (the step it started from if it was
+// rolled back), and the first queued run, if any, becomes active and
+// starts. Executors call it when a run stops; it is idempotent and does
+// nothing for runs without a thread.
+func (s *Service) RunStopped(ctx context.Context, r Run) error {
+	if r.ThreadID == "" || s.Threads == nil {
+		return nil
+	}
+	switch r.Status {
+	case pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
+	case pregel.RunDrained, pregel.RunInterrupted:
+		if r.SupersededBy == "" {
+			return nil // it holds the thread until resumed or cancelled
+		}
+	default:
+		return nil
+	}
+	head := r.Base
+	if !r.Discarded {
+		cp, err := s.Checkpoints.Load(ctx, r.ID, pregel.Latest)
+		switch {
+		case err == nil:
+			head = &StepRef{RunID: r.ID, Step: cp.Step}
+		case !errors.Is(err, pregel.ErrNotFound):
+			return fmt.Errorf("load run %q: %w", r.ID, err)
+		}
+	}
+	var next string
+	_, err := MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
+		next = ""
+		if t.Active != r.ID {
+			return errNotActive
+		}
+		t.Head = head
+		if len(t.Queue) > 0 {
+			next, t.Queue = t.Queue[0], t.Queue[1:]
+		}
+		t.Active = next
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNotActive) || errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("pass thread %q on from run %q: %w", r.ThreadID, r.ID, err)
+	}
+	if next == "" {
+		return nil
+	}
+	return s.startIfActive(ctx, r.ThreadID, next)
+}
+
+// ThreadRuns lists the runs of a thread, newest first: the runs whose
+// ContextID is the thread's id (a run on a thread has it as its context).
+func (s *Service) ThreadRuns(ctx context.Context, id string, f Filter) (Page, error) {
+	if _, err := s.GetThread(ctx, id); err != nil {
+		return Page{}, err
+	}
+	f.ContextID = id
+	return s.List(ctx, f)
+}
+
+// cancelQueued cancels a run that waits in its thread's queue: it leaves
+// the queue and is cancelled at once. ok is false for other runs.
+func (s *Service) cancelQueued(ctx context.Context, id string) (Run, bool, error) {
+	if s.Threads == nil {
+		return Run{}, false, nil
+	}
+	r, err := s.Runs.GetRun(ctx, id)
+	if err != nil || r.ThreadID == "" || r.Status != pregel.RunPending {
+		return Run{}, false, nil
+	}
+	_, err = MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
+		if !slices.Contains(t.Queue, id) {
+			return errStop
+		}
+		t.Queue = slices.DeleteFunc(t.Queue, func(q string) bool { return q == id })
+		return nil
+	})
+	switch {
+	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):
+		return Run{}, false, nil
+	case err != nil:
+		return Run{}, false, fmt.Errorf("take run %q off its thread's queue: %w", id, err)
+	}
+	r, err = s.mutateRun(ctx, id, func(r *Run) error {
+		r.Status, r.CancelRequested = pregel.RunCancelled, false
+		return nil
+	})
+	return r, true, err
+}
