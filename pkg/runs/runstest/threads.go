@@ -466,7 +466,8 @@ func testOneWaiting(t *testing.T, e *tenv, st runs.Strategy) {
 		}
 	} else if err != nil {
 		t.Fatal(err)
-	} else if second.Status != pregel.RunPending {
+	} else if st != runs.StrategyRollback && second.Status != pregel.RunPending {
+		// (A rollback's cancel may free the thread at once.)
 		t.Errorf("waiting run is %s, want pending", second.Status)
 	}
 	if st == runs.StrategyRollback {
