@@ -264,7 +264,10 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
-		t.Run(fmt.Sprintf("Concurrent%d/%s", n, st), func(t *testing.T) { testConcurrent(t, newThreadEnv(t, newEnv), st, n) })
+		t.Run(fmt.Sprintf("Concurrent%d/%s", n, st), func(t *testing.T) {
+			t.Parallel()
+			testConcurrent(t, newThreadEnv(t, newEnv), st, n)
+		})
 	}
 }
 
