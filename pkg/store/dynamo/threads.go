@@ -253,4 +253,3 @@ func (s *Store) ListThreads(ctx context.Context, f runs.ThreadFilter) (runs.Thre
 // a thread holds state that the thread's later runs start from, so it goes
 // when its thread is deleted, not by TTL.
 func keepThreadRuns(r runs.Run) bool { return r.ThreadID != "" }
-

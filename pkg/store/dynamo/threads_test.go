@@ -9,9 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/superstep/superstep/pkg/pregel"
-	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/runs/runstest"
+	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 
 func TestThreadStoreConformance(t *testing.T) {
