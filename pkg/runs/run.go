@@ -32,7 +32,11 @@ type Run struct {
 	SupersededBy string `json:"superseded_by,omitempty"`
 	// Discarded: the run was rolled back; its steps are not part of its
 	// thread's state or history.
-	Discarded bool      `json:"discarded,omitempty"`
+	Discarded bool `json:"discarded,omitempty"`
+	// AsNode is set on the record of a thread's state update
+	// (Service.UpdateState): the node the update was written as. Its
+	// Input holds the values written.
+	AsNode    string    `json:"as_node,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// Step is the last committed superstep.

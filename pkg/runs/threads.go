@@ -622,3 +622,248 @@ func (s *Service) cancelQueued(ctx context.Context, id string) (Run, bool, error
 	})
 	return r, true, err
 }
+
+// MaxHistory bounds the steps of one ThreadHistory call.
+const MaxHistory = 500
+
+// ThreadHistory lists the committed steps of a thread, newest first: the
+// steps of its active or last run, then those of the run it started from
+// up to the step it started from, and so on; steps discarded by a
+// rollback are not in it. limit bounds the list (default 20, at most
+// MaxHistory).
+func (s *Service) ThreadHistory(ctx context.Context, id string, limit int) ([]ThreadStep, error) {
+	if limit < 0 || limit > MaxHistory {
+		return nil, fmt.Errorf("limit %d must be between 1 and %d (0 means 20): %w", limit, MaxHistory, ErrInvalid)
+	}
+	if limit == 0 {
+		limit = 20
+	}
+	t, err := s.GetThread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := s.current(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	out := []ThreadStep{}
+	for ref != nil && len(out) < limit {
+		r, err := s.Runs.GetRun(ctx, ref.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("thread %q: run %q: %w", id, ref.RunID, err)
+		}
+		for step := ref.Step; step >= 0 && len(out) < limit; step-- {
+			cp, err := s.Checkpoints.Load(ctx, ref.RunID, step)
+			if err != nil {
+				return nil, fmt.Errorf("thread %q: load step %d of run %q: %w", id, step, ref.RunID, err)
+			}
+			out = append(out, ThreadStep{RunID: ref.RunID, Graph: cp.Graph, StepInfo: cp.Info(), Values: cp.Values})
+		}
+		ref = r.Base
+	}
+	return out, nil
+}
+
+// lineageHas reports whether step of run is in the history of the thread
+// whose state is at ref.
+func (s *Service) lineageHas(ctx context.Context, ref *StepRef, run string, step int) (bool, error) {
+	for n := 0; ref != nil; n++ {
+		if ref.RunID == run {
+			return step <= ref.Step, nil
+		}
+		if n > 100_000 {
+			return false, errors.New("thread lineage too long")
+		}
+		r, err := s.Runs.GetRun(ctx, ref.RunID)
+		if err != nil {
+			return false, err
+		}
+		ref = r.Base
+	}
+	return false, nil
+}
+
+// ForkRequest asks for a new thread that starts at a step of another.
+type ForkRequest struct {
+	// RunID and Step name a step in the source thread's history; an
+	// empty RunID forks the thread's current state.
+	RunID string `json:"run_id,omitempty"`
+	Step  *int   `json:"step,omitempty"`
+	// ThreadID names the new thread (empty: a new id); Metadata is kept
+	// with it.
+	ThreadID string          `json:"thread_id,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// Fork creates a thread whose state is a step of thread id's history:
+// runs on it continue from there, and the source thread is unchanged.
+// Nothing is copied: the new thread refers to the step.
+func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (Thread, error) {
+	src, err := s.GetThread(ctx, id)
+	if err != nil {
+		return Thread{}, err
+	}
+	cur, err := s.current(ctx, src)
+	if err != nil {
+		return Thread{}, err
+	}
+	var head *StepRef
+	switch {
+	case req.RunID == "" && req.Step != nil:
+		return Thread{}, fmt.Errorf("step %d needs the run_id it belongs to; the thread's history lists both: %w", *req.Step, ErrInvalid)
+	case req.RunID == "":
+		head = cur
+	default:
+		step := pregel.Latest
+		if req.Step != nil {
+			step = *req.Step
+		}
+		if step < 0 && req.Step != nil {
+			return Thread{}, fmt.Errorf("step %d is not a step; steps count from 0: %w", step, ErrInvalid)
+		}
+		if step == pregel.Latest {
+			cp, err := s.Checkpoints.Load(ctx, req.RunID, pregel.Latest)
+			if err != nil {
+				return Thread{}, fmt.Errorf("thread %q has no run %q; its history lists its runs and steps: %w", id, req.RunID, ErrNotFound)
+			}
+			step = cp.Step
+		}
+		ok, err := s.lineageHas(ctx, cur, req.RunID, step)
+		if err != nil {
+			return Thread{}, err
+		}
+		if ok {
+			_, err = s.Checkpoints.Load(ctx, req.RunID, step)
+		}
+		if !ok || errors.Is(err, pregel.ErrNotFound) {
+			return Thread{}, fmt.Errorf("thread %q has no step %d of run %q in its history; its history lists the steps it has: %w", id, step, req.RunID, ErrNotFound)
+		}
+		if err != nil {
+			return Thread{}, err
+		}
+		head = &StepRef{RunID: req.RunID, Step: step}
+	}
+	t, created, err := s.CreateThread(ctx, CreateThreadRequest{ThreadID: req.ThreadID, Metadata: req.Metadata})
+	if err != nil {
+		return Thread{}, err
+	}
+	if !created {
+		if (t.Head == nil) != (head == nil) || (head != nil && *t.Head != *head) {
+			return Thread{}, fmt.Errorf("thread %q exists already; choose another thread_id for the fork: %w", t.ID, ErrConflict)
+		}
+		return t, nil
+	}
+	if head == nil {
+		return t, nil
+	}
+	return MutateThread(ctx, s.Threads, t.ID, func(t *Thread) error {
+		h := *head
+		t.Head = &h
+		return nil
+	})
+}
+
+// UpdateStateRequest writes values to a thread's state as a node would.
+type UpdateStateRequest struct {
+	// Graph gives the channels and their reducers.
+	Graph string `json:"graph"`
+	// AsNode names the node of Graph the update is recorded as.
+	AsNode string          `json:"as_node"`
+	Values json.RawMessage `json:"values"`
+}
+
+// UpdateState writes values to an idle thread's state through the
+// channels' reducers, as node req.AsNode would have written them: it is
+// recorded as a run of one step (step 0, the node completed) in the
+// thread's history, and the next run starts from it. A thread with an
+// active run is refused with a *BusyError.
+func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateRequest) (ThreadState, error) {
+	if _, err := s.GetThread(ctx, id); err != nil {
+		return ThreadState{}, err
+	}
+	if req.Graph == "" {
+		return ThreadState{}, fmt.Errorf("graph is missing; name one of %s: %w", strings.Join(s.Graphs.names, ", "), ErrInvalid)
+	}
+	g, err := s.Graphs.lookup(req.Graph)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	if req.AsNode == "" {
+		return ThreadState{}, fmt.Errorf("as_node is missing; name the node of graph %q the update is written as: %w", req.Graph, ErrInvalid)
+	}
+	if _, ok := g.Node(req.AsNode); !ok {
+		var names []string
+		for _, n := range g.Nodes() {
+			names = append(names, n.Name)
+		}
+		return ThreadState{}, fmt.Errorf("graph %q has no node %q; nodes are %s: %w", req.Graph, req.AsNode, strings.Join(names, ", "), ErrInvalid)
+	}
+	values, err := compactJSON(req.Values)
+	if err != nil || values[0] != '{' {
+		return ThreadState{}, fmt.Errorf("values must be a JSON object of channel values: %w", ErrInvalid)
+	}
+	if string(values) == "{}" {
+		return ThreadState{}, fmt.Errorf("values is empty; give the channels to write: %w", ErrInvalid)
+	}
+	runID := pregel.NewRunID()
+	t, err := s.Threads.GetThread(ctx, id)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	if t.Active != "" {
+		return ThreadState{}, &BusyError{Thread: id, ActiveRun: t.Active}
+	}
+	head := t.Head
+	cp0, err := s.load(ctx, head)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	var state map[string]json.RawMessage
+	if cp0 != nil {
+		state = cp0.Values
+	}
+	cp, err := g.Continue(ctx, runID, state, values)
+	if err != nil {
+		return ThreadState{}, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
+	}
+	cp.Next = nil
+	cp.Tasks = []pregel.TaskStatus{{TaskID: "update", Node: req.AsNode, Status: pregel.NodeCompleted}}
+	cp.Counters.Completed = 1
+
+	// Claim the thread now that the update is known to be valid.
+	_, err = MutateThread(ctx, s.Threads, id, func(t *Thread) error {
+		if t.Active != "" {
+			return &BusyError{Thread: id, ActiveRun: t.Active}
+		}
+		if (t.Head == nil) != (head == nil) || (head != nil && *t.Head != *head) {
+			return fmt.Errorf("thread %q changed while its state was being updated; try again: %w", id, ErrConflict)
+		}
+		t.Active = runID
+		return nil
+	})
+	if err != nil {
+		return ThreadState{}, err
+	}
+	now := s.now()
+	r := Run{ID: runID, Graph: req.Graph, Status: pregel.RunPending, Input: values, ContextID: id, ThreadID: id, AsNode: req.AsNode, Base: head, CreatedAt: now, UpdatedAt: now,
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}}
+	if _, _, err := s.Runs.CreateRun(ctx, r); err != nil {
+		s.unclaim(ctx, id, runID)
+		return ThreadState{}, fmt.Errorf("store update: %w", err)
+	}
+	if err := s.seed(ctx, cp, head); err != nil {
+		s.unclaim(ctx, id, runID)
+		return ThreadState{}, fmt.Errorf("store update: %w", err)
+	}
+	r, err = s.mutateRun(ctx, runID, func(r *Run) error {
+		r.Status, r.Counters = pregel.RunCompleted, cp.Counters
+		return nil
+	})
+	if err != nil {
+		return ThreadState{}, err
+	}
+	if err := s.RunStopped(ctx, r); err != nil {
+		return ThreadState{}, err
+	}
+	return s.State(ctx, id)
+}

@@ -260,6 +260,8 @@ type ThreadEnv struct {
 func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 	t.Helper()
 	t.Run("Continue", func(t *testing.T) { testContinue(t, newThreadEnv(t, newEnv)) })
+	t.Run("HistoryForkUpdate", func(t *testing.T) { testHistoryForkUpdate(t, newThreadEnv(t, newEnv)) })
+	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newThreadEnv(t, newEnv)) })
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
@@ -669,5 +671,200 @@ func testConcurrent(t *testing.T, e *tenv, st runs.Strategy, n int) {
 	}
 	if e.max.Load() > 1 {
 		t.Errorf("%s: %d reply nodes of one thread executed at once", st, e.max.Load())
+	}
+}
+
+func (e *tenv) mustRun(t *testing.T, thread, msg string) runs.Run {
+	t.Helper()
+	r, err := e.run(t.Context(), thread, msg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.idle(t)
+	return e.get(t, r.ID)
+}
+
+func decodeMessages(t *testing.T, values map[string]json.RawMessage) []string {
+	t.Helper()
+	var msgs []string
+	if raw, ok := values["messages"]; ok {
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return msgs
+}
+
+func testHistoryForkUpdate(t *testing.T, e *tenv) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	r1 := e.mustRun(t, th, "hello")
+	r2 := e.mustRun(t, th, "again")
+
+	h, err := e.svc.ThreadHistory(ctx, th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range h {
+		got = append(got, fmt.Sprintf("%s/%d", s.RunID, s.Step))
+	}
+	var want []string
+	for _, r := range []runs.Run{r2, r1} {
+		for step := r.Step; step >= 0; step-- {
+			want = append(want, fmt.Sprintf("%s/%d", r.ID, step))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history = %v, want %v (newest first, every step of both runs)", got, want)
+	}
+	if msgs := decodeMessages(t, h[r2.Step].Values); !slices.Equal(msgs, []string{"hello", "re:hello", "done", "again"}) {
+		t.Errorf("history: the second run's step 0 holds %v", msgs)
+	}
+	if h, err := e.svc.ThreadHistory(ctx, th, 2); err != nil || len(h) != 2 {
+		t.Errorf("history with limit 2: %d steps, %v", len(h), err)
+	}
+
+	// Fork at the end of the first run, and take the conversation
+	// elsewhere: the same as a fresh thread that said the same.
+	step := r1.Step
+	fork, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: r1.ID, Step: &step, ThreadID: th + "-fork"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun(t, fork.ID, "other")
+	fresh := e.thread(t) + "-fresh"
+	if _, _, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun(t, fresh, "hello")
+	e.mustRun(t, fresh, "other")
+	if got, want := e.messages(t, fork.ID), e.messages(t, fresh); !slices.Equal(got, want) {
+		t.Errorf("fork continued: %v; a fresh thread with the same messages: %v", got, want)
+	}
+	if got, want := e.messages(t, th), []string{"hello", "re:hello", "done", "again", "re:again", "done"}; !slices.Equal(got, want) {
+		t.Errorf("the forked thread changed: %v, want %v", got, want)
+	}
+
+	// Update the state as the reply node, then go on from it.
+	st, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply", Values: json.RawMessage(`{"messages":["edited"]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := decodeMessages(t, st.Values), []string{"hello", "re:hello", "done", "again", "re:again", "done", "edited"}; !slices.Equal(got, want) {
+		t.Errorf("state after update = %v, want %v (appended by the reducer)", got, want)
+	}
+	h, err = e.svc.ThreadHistory(ctx, th, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 1 || len(h[0].Tasks) != 1 || h[0].Tasks[0].Node != "reply" || h[0].Tasks[0].Status != pregel.NodeCompleted || !slices.Equal(h[0].Changed, []string{"messages"}) {
+		t.Errorf("newest history entry after update = %+v, want a step where reply completed and wrote messages", h)
+	}
+	e.mustRun(t, th, "x")
+	if got := e.messages(t, th); !slices.Equal(got[6:], []string{"edited", "x", "re:x", "done"}) {
+		t.Errorf("run after update: %v", got)
+	}
+}
+
+func testBadInput(t *testing.T, e *tenv) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	r := e.mustRun(t, th, "hello")
+	before, err := e.svc.GetThread(ctx, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	countRuns := func() int {
+		p, err := e.svc.ThreadRuns(ctx, th, runs.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Runs)
+	}
+	nruns := countRuns()
+	step9 := 99
+	neg := -2
+	for _, tc := range []struct {
+		name string
+		want error
+		do   func() error
+	}{
+		{"unknown thread", runs.ErrNotFound, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th+"-nope", runs.ThreadRunRequest{Graph: "chat"})
+			return err
+		}},
+		{"invalid thread id", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, "not a valid id!", runs.ThreadRunRequest{Graph: "chat"})
+			return err
+		}},
+		{"unknown strategy", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", Strategy: "later"})
+			return err
+		}},
+		{"unknown graph", runs.ErrNotFound, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "nope"})
+			return err
+		}},
+		{"unknown channel", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", Input: json.RawMessage(`{"nope":1}`)})
+			return err
+		}},
+		{"input of the wrong type", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", Input: json.RawMessage(`{"messages":3}`)})
+			return err
+		}},
+		{"fork of a missing step", runs.ErrNotFound, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: r.ID, Step: &step9, ThreadID: th + "-f1"})
+			return err
+		}},
+		{"fork of a negative step", runs.ErrInvalid, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: r.ID, Step: &neg, ThreadID: th + "-f2"})
+			return err
+		}},
+		{"fork of another thread's run", runs.ErrNotFound, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: "someone-else", ThreadID: th + "-f3"})
+			return err
+		}},
+		{"update of an unknown node", runs.ErrInvalid, func() error {
+			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "nope", Values: json.RawMessage(`{"messages":["x"]}`)})
+			return err
+		}},
+		{"update of an unknown channel", runs.ErrInvalid, func() error {
+			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply", Values: json.RawMessage(`{"nope":["x"]}`)})
+			return err
+		}},
+		{"update without values", runs.ErrInvalid, func() error {
+			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply"})
+			return err
+		}},
+		{"thread with metadata not an object", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: th + "-m", Metadata: json.RawMessage(`[1]`)})
+			return err
+		}},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			err := tc.do()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			after, gerr := e.svc.GetThread(ctx, th)
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			if after.Version != before.Version || after.Active != "" || len(after.Queue) > 0 {
+				t.Errorf("a refused request changed the thread: version %d -> %d, active %q, queue %v", before.Version, after.Version, after.Active, after.Queue)
+			}
+			if n := countRuns(); n != nruns {
+				t.Errorf("a refused request stored a run: %d runs, had %d", n, nruns)
+			}
+			for _, id := range []string{th + "-f1", th + "-f2", th + "-f3", th + "-m"} {
+				if _, err := e.svc.GetThread(ctx, id); !errors.Is(err, runs.ErrNotFound) {
+					t.Errorf("a refused request created thread %s", id)
+				}
+			}
+		})
 	}
 }
