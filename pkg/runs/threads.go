@@ -141,7 +141,16 @@ func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
 	if err := checkThreadID(id); err != nil {
 		return Thread{}, err
 	}
-	return ts.GetThread(ctx, id)
+	return getThread(ctx, ts, id)
+}
+
+// getThread reads a thread, saying in words what a missing one means.
+func getThread(ctx context.Context, ts ThreadStore, id string) (Thread, error) {
+	t, err := ts.GetThread(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Thread{}, fmt.Errorf("thread %q does not exist; create it first: %w", id, ErrNotFound)
+	}
+	return t, err
 }
 
 // ListThreads lists threads, newest first.
@@ -167,7 +176,7 @@ func (s *Service) DeleteThread(ctx context.Context, id string) error {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		t, err := ts.GetThread(ctx, id)
+		t, err := getThread(ctx, ts, id)
 		if err != nil {
 			return err
 		}
@@ -263,7 +272,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	if err != nil {
 		return Run{}, false, fmt.Errorf("input is not valid JSON: %w", ErrInvalid)
 	}
-	t, err := ts.GetThread(ctx, threadID)
+	t, err := getThread(ctx, ts, threadID)
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -794,7 +803,7 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 	if _, ok := g.Node(req.AsNode); !ok {
 		var names []string
 		for _, n := range g.Nodes() {
-			names = append(names, n.Name)
+			names = append(names, n.ID)
 		}
 		return ThreadState{}, fmt.Errorf("graph %q has no node %q; nodes are %s: %w", req.Graph, req.AsNode, strings.Join(names, ", "), ErrInvalid)
 	}
