@@ -291,7 +291,7 @@ func (h *Handler) busyOr(w http.ResponseWriter, r *http.Request, err error) erro
 		return err
 	}
 	body, merr := marshal(BusyProblem{
-		Problem: Problem{Type: typeConflict, Title: "Thread busy", Status: http.StatusConflict, Detail: busy.Error(), Instance: r.URL.Path},
+		Problem:     Problem{Type: typeConflict, Title: "Thread busy", Status: http.StatusConflict, Detail: busy.Error(), Instance: r.URL.Path},
 		ActiveRunID: busy.ActiveRun,
 	})
 	if merr != nil {
