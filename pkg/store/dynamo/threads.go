@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
@@ -253,3 +254,92 @@ func (s *Store) ListThreads(ctx context.Context, f runs.ThreadFilter) (runs.Thre
 // a thread holds state that the thread's later runs start from, so it goes
 // when its thread is deleted, not by TTL.
 func keepThreadRuns(r runs.Run) bool { return r.ThreadID != "" }
+
+var _ runs.Seeder = (*Store)(nil)
+
+// CommitFrom implements [runs.Seeder]: it commits step 0 of cp.RunID with
+// a manifest whose inherited channels (version pregel.Inherited) point at
+// the items that hold their values in base's run, or in the run base
+// inherited them from, so that the step item holds only the values cp's
+// input wrote. A run continuing a thread of any length so writes one item
+// (as a commit does) and reads base's step item, unless cached.
+func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs.StepRef) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("dynamo: commit step 0 of run %q from step %d of run %q: %w", cp.RunID, base.Step, base.RunID, err)
+	}
+	if cp.Step != 0 {
+		return fail(fmt.Errorf("a run continues another from its step 0, not %d", cp.Step))
+	}
+	if err := checkVersions(cp); err != nil {
+		return err
+	}
+	if _, ok := s.steps.get(stepKey{cp.RunID, 0}); ok {
+		return fail(fmt.Errorf("the step is committed: %w", pregel.ErrStepConflict))
+	}
+	be, err := s.stepBefore(ctx, base.RunID, base.Step+1)
+	if err != nil {
+		return err
+	}
+	if be == nil {
+		return fail(pregel.ErrNotFound)
+	}
+	inherited := manifest{}
+	for ch, v := range cp.Versions {
+		if v != pregel.Inherited {
+			continue
+		}
+		loc, ok := be.man[ch]
+		if !ok {
+			return fail(fmt.Errorf("channel %q is inherited but base has no such channel", ch))
+		}
+		if loc.From == "" {
+			if loc.home() == base.Step {
+				loc.Size = be.size
+			}
+			loc.From, loc.FromStep = base.RunID, loc.home()
+		}
+		loc.Version, loc.At = pregel.Inherited, 0
+		inherited[ch] = loc
+	}
+	pk := runPK(cp.RunID)
+	commit := newID()
+	plan, err := s.planCommit(cp, commit, &stepEntry{man: inherited})
+	if err != nil {
+		return err
+	}
+	refs := make([]blobRef, len(plan.blobs))
+	for i, b := range plan.blobs {
+		refs[i] = b.ref
+	}
+	if err := s.writeBlobs(ctx, pk, plan.blobs); err != nil {
+		s.dropBlobs(ctx, pk, refs)
+		return fail(err)
+	}
+	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(s.table),
+		Item:                                plan.item,
+		ConditionExpression:                 aws.String("attribute_not_exists(sk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		ccf, ok := isConditionFailed(err)
+		if !ok {
+			return fail(err)
+		}
+		stored := ccf.Item
+		if stored == nil {
+			if stored, err = s.getItem(ctx, pk, stepSK(0)); err != nil {
+				return fail(err)
+			}
+		}
+		if id, _ := getS(stored, attrCommit); id != commit {
+			s.dropBlobs(ctx, pk, refs)
+			return fail(fmt.Errorf("another commit came first: %w", pregel.ErrStepConflict))
+		}
+	}
+	s.remember(cp.RunID, 0, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp})
+	return nil
+}
