@@ -40,6 +40,11 @@ type SchedulerConfig struct {
 	// after the record is stored; Service.RunStopped passes a thread on
 	// to its next run this way.
 	OnStop func(ctx context.Context, r Run) error
+	// StartThreadRun, if set, is called instead of executing a run of a
+	// thread that has no step 0 yet: such a run waits in its thread's
+	// queue, and its thread starts it (Service.StartThreadRun). Without
+	// it, such a run is left pending.
+	StartThreadRun func(ctx context.Context, r Run) error
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -62,6 +67,7 @@ type Scheduler struct {
 	concurrency int
 	log         *slog.Logger
 	onStop      func(ctx context.Context, r Run) error
+	startThread func(ctx context.Context, r Run) error
 
 	mu     sync.Mutex
 	state  schedState
@@ -114,6 +120,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		concurrency: cfg.Concurrency,
 		log:         cfg.Logger,
 		onStop:      cfg.OnStop,
+		startThread: cfg.StartThreadRun,
 		queued:      make(map[string]bool),
 		active:      make(map[string]*execution),
 		subs:        make(map[string]map[*subscriber]struct{}),
@@ -433,6 +440,9 @@ func (s *Scheduler) recordShutdownDrain(ctx context.Context, id string) {
 // errSkipRun stops the execution of a run that needs none.
 var errSkipRun = errors.New("run needs no execution")
 
+// errThreadRun: the run waits for its thread to start it.
+var errThreadRun = errors.New("run of a thread not started")
+
 // execute runs one queued run to where it stops.
 func (s *Scheduler) execute(ex *execution) {
 	ctx := ex.ctx
@@ -441,6 +451,15 @@ func (s *Scheduler) execute(ex *execution) {
 	r, err := Mutate(s.base, s.runs, ex.id, func(r *Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return errSkipRun
+		}
+		if r.ThreadID != "" && r.Status == pregel.RunPending {
+			// A run of a thread starts when its thread says so, from
+			// the thread's state: not before its step 0 is stored.
+			if _, err := s.checkpoints.Load(ctx, r.ID, 0); errors.Is(err, pregel.ErrNotFound) {
+				return errThreadRun
+			} else if err != nil {
+				return err
+			}
 		}
 		if r.CancelRequested {
 			r.Status, r.CancelRequested, r.Interrupts, r.Resume = pregel.RunCancelled, false, nil, nil
@@ -456,6 +475,13 @@ func (s *Scheduler) execute(ex *execution) {
 	})
 	switch {
 	case errors.Is(err, errSkipRun):
+		return
+	case errors.Is(err, errThreadRun):
+		if s.startThread != nil {
+			if err := s.startThread(s.base, r); err != nil && s.base.Err() == nil {
+				log.Error("start a run of a thread", "thread_id", r.ThreadID, "error", err)
+			}
+		}
 		return
 	case err != nil:
 		if s.base.Err() == nil {

@@ -1,7 +1,12 @@
 package runs_test
 
 import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -17,4 +22,99 @@ func TestMemoryThreadStrategies(t *testing.T) {
 		m := runs.NewMemoryStore()
 		return runstest.ThreadEnv{Runs: m, Threads: m, Checkpoints: pregel.NewMemoryStore()}
 	})
+}
+
+// TestThreadQueueSurvivesRestart checks that a run waiting in its
+// thread's queue when the process stops is not executed by the next
+// Scheduler before its turn: it starts when the run ahead of it ends, from
+// that run's state.
+func TestThreadQueueSurvivesRestart(t *testing.T) {
+	type chat struct {
+		Messages []string `json:"messages" reduce:"append"`
+	}
+	gate := make(chan struct{})
+	b := pregel.NewGraph[chat]("chat")
+	b.AddFunc("reply", func(ctx context.Context, s chat) (chat, error) {
+		last := s.Messages[len(s.Messages)-1]
+		if last == "block" {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return chat{}, ctx.Err()
+			}
+		}
+		return chat{Messages: []string{"re:" + last}}, nil
+	})
+	b.AddEdge(pregel.Start, "reply").AddEdge("reply", pregel.End)
+	g, err := b.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
+	log := slog.New(slog.DiscardHandler)
+	start := func() (*runs.Service, *runs.Scheduler, context.CancelFunc) {
+		svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Threads: store, Logger: log}
+		sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: log, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+		svc.Dispatcher = sched
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := sched.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return svc, sched, cancel
+	}
+	svc, sched, crash := start()
+	ctx := t.Context()
+	if _, _, err := svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := svc.CreateOnThread(ctx, "t", runs.ThreadRunRequest{Graph: "chat", Input: json.RawMessage(`{"messages":["block"]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if r, _ := svc.Get(ctx, a.ID); r.Status == pregel.RunRunning {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	bRun, _, err := svc.CreateOnThread(ctx, "t", runs.ThreadRunRequest{Graph: "chat", Input: json.RawMessage(`{"messages":["two"]}`), Strategy: runs.StrategyEnqueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash()
+	wctx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	if err := sched.WaitIdle(wctx); err != nil {
+		t.Fatal(err)
+	}
+
+	svc, sched, crash = start()
+	defer crash()
+	close(gate)
+	if err := sched.WaitIdle(wctx); err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := svc.Get(ctx, a.ID)
+	rb, _ := svc.Get(ctx, bRun.ID)
+	if ra.Status != pregel.RunCompleted || rb.Status != pregel.RunCompleted {
+		t.Fatalf("after the restart: %s %s, %s %s; want both completed", a.ID, ra.Status, bRun.ID, rb.Status)
+	}
+	if rb.Base == nil || rb.Base.RunID != a.ID {
+		t.Errorf("the queued run started from %v, want the end of %s", rb.Base, a.ID)
+	}
+	st, err := svc.State(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	if err := json.Unmarshal(st.Values["messages"], &msgs); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"block", "re:block", "two", "re:two"}; !slices.Equal(msgs, want) {
+		t.Errorf("thread state %v, want %v", msgs, want)
+	}
 }

@@ -876,3 +876,15 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 	}
 	return s.State(ctx, id)
 }
+
+// StartThreadRun starts a run of a thread that holds its thread and has
+// not started (its step 0 is not stored), as after a crash between its
+// claim and its start; a run still waiting in the queue is left alone.
+// Executors call it for thread runs they find without a step 0
+// (SchedulerConfig.StartThreadRun).
+func (s *Service) StartThreadRun(ctx context.Context, r Run) error {
+	if r.ThreadID == "" || s.Threads == nil {
+		return nil
+	}
+	return s.startIfActive(ctx, r.ThreadID, r.ID)
+}

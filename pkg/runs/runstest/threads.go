@@ -322,7 +322,7 @@ func newThreadEnv(t *testing.T, newEnv func(t *testing.T) ThreadEnv) *tenv {
 	}
 	log := slog.New(slog.DiscardHandler)
 	e.svc = &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: st.Threads, Logger: log}
-	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Concurrency: 4, Logger: log, OnStop: e.svc.RunStopped})
+	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Concurrency: 4, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
 	e.svc.Dispatcher = e.sched
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := e.sched.Start(ctx); err != nil {
