@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"testing"
@@ -118,3 +119,62 @@ func TestThreadQueueSurvivesRestart(t *testing.T) {
 		t.Errorf("thread state %v, want %v", msgs, want)
 	}
 }
+
+// TestThreadStaleClaim checks that a thread claimed by a run whose creator
+// stopped before storing it (so the run has no record) is taken over once
+// the claim is StaleClaim old, and not before.
+func TestThreadStaleClaim(t *testing.T) {
+	g := pregel.NewGraph[struct {
+		Text string `json:"text"`
+	}]("g")
+	g.AddFunc("n", func(_ context.Context, s struct {
+		Text string `json:"text"`
+	}) (struct {
+		Text string `json:"text"`
+	}, error) {
+		return s, nil
+	})
+	g.AddEdge(pregel.Start, "n").AddEdge("n", pregel.End)
+	graph, err := g.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := runs.NewMemoryStore()
+	clock := time.Now()
+	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: pregel.NewMemoryStore(), Threads: store, Logger: slog.New(slog.DiscardHandler),
+		Dispatcher: recordDispatch{}, Now: func() time.Time { return clock }}
+	ctx := t.Context()
+	if _, _, err := svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	// A creator claimed the thread for "ghost" and stopped.
+	if _, err := runs.MutateThread(ctx, store, "t", func(th *runs.Thread) error { th.Active = "ghost"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	req := runs.ThreadRunRequest{Graph: "g", Input: json.RawMessage(`{"text":"x"}`)}
+	var busy *runs.BusyError
+	if _, _, err := svc.CreateOnThread(ctx, "t", req); !errors.As(err, &busy) || busy.ActiveRun != "ghost" {
+		t.Fatalf("a fresh claim: %v, want busy with ghost", err)
+	}
+	clock = clock.Add(runs.StaleClaim + time.Second)
+	r, _, err := svc.CreateOnThread(ctx, "t", req)
+	if err != nil {
+		t.Fatalf("after StaleClaim: %v", err)
+	}
+	th, err := svc.GetThread(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Active != r.ID {
+		t.Errorf("thread active %q, want the new run %s", th.Active, r.ID)
+	}
+}
+
+type recordDispatch struct{}
+
+func (recordDispatch) Dispatch(context.Context, runs.Run) error { return nil }
+func (recordDispatch) Signal(context.Context, runs.Run)         {}

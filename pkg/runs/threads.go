@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 )
@@ -308,6 +309,11 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 		return Run{}, false, err
 	}
 
+	if t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
+		if err := s.repairClaim(ctx, threadID); err != nil {
+			return Run{}, false, err
+		}
+	}
 	var busy string
 	_, err = MutateThread(ctx, ts, threadID, func(t *Thread) error {
 		busy = ""
@@ -887,4 +893,53 @@ func (s *Service) StartThreadRun(ctx context.Context, r Run) error {
 		return nil
 	}
 	return s.startIfActive(ctx, r.ThreadID, r.ID)
+}
+
+// StaleClaim is how long a thread may name as active a run that has no
+// record before a new run may take the thread: the run's creator stopped
+// (crashed) between claiming the thread and storing the run.
+const StaleClaim = time.Minute
+
+// repairClaim stores the thread without a stale claim (dropStaleClaim)
+// and starts the run put in its place.
+func (s *Service) repairClaim(ctx context.Context, threadID string) error {
+	var promoted string
+	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
+		before := t.Active
+		promoted = s.dropStaleClaim(ctx, t)
+		if t.Active == before {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if promoted == "" {
+		return nil
+	}
+	return s.startIfActive(ctx, threadID, promoted)
+}
+
+// dropStaleClaim takes off t a claim left by a creator that stopped
+// before storing its run: the active run, if its record does not exist and
+// the thread has not changed for StaleClaim, with the next queued run in
+// its place, which it returns (to be started once t is stored).
+func (s *Service) dropStaleClaim(ctx context.Context, t *Thread) (promoted string) {
+	for t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
+		_, err := s.Runs.GetRun(ctx, t.Active)
+		if !errors.Is(err, ErrNotFound) {
+			return promoted // the run exists (or cannot be read): the claim stands
+		}
+		s.logger().Warn("thread claimed by a run that was never stored; passing it on", "thread_id", t.ID, "run_id", t.Active)
+		t.Active, promoted = "", ""
+		if len(t.Queue) > 0 {
+			t.Active, t.Queue = t.Queue[0], t.Queue[1:]
+			promoted = t.Active
+		}
+	}
+	return promoted
 }
