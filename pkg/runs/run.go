@@ -3,6 +3,15 @@
 // rules of their lifecycle, and the Service that the HTTP API, the CLI and
 // the Lambdas share. Executing supersteps is left to a Dispatcher: the
 // embedded Scheduler in this package, or the serverless tick queue.
+//
+// Threads (Thread, ThreadStore) are conversations: a run created on one
+// (Service.CreateOnThread) starts from the thread's latest committed state
+// with its input applied through the channels' reducers, and at most one
+// run of a thread is active, by a conditional write of the thread's record;
+// a Strategy says what a run arriving on a busy thread does. An executor
+// calls Service.RunStopped when a run stops, which starts the next queued
+// run (SchedulerConfig.OnStop). A Checkpointer that is also a Seeder stores
+// a continuing run's step 0 without copying the state it inherits.
 package runs
 
 import (
