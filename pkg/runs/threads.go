@@ -314,14 +314,22 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 			return Run{}, false, err
 		}
 	}
-	var busy string
+	var (
+		busy    string
+		claimed bool     // the run took the idle thread
+		head    *StepRef // where the thread was then
+	)
 	_, err = MutateThread(ctx, ts, threadID, func(t *Thread) error {
-		busy = ""
+		busy, claimed, head = "", false, nil
 		if t.Active == req.RunID || slices.Contains(t.Queue, req.RunID) {
 			return errClaimedYet
 		}
 		if t.Active == "" {
-			t.Active = req.RunID
+			t.Active, claimed = req.RunID, true
+			if t.Head != nil {
+				h := *t.Head
+				head = &h
+			}
 			return nil
 		}
 		if strategy == StrategyReject {
@@ -335,16 +343,28 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 		return Run{}, false, err
 	}
 	now := s.now()
-	r, created, err := s.Runs.CreateRun(ctx, Run{
+	rec := Run{
 		ID: req.RunID, Graph: req.Graph, Status: pregel.RunPending, Input: input, ContextID: threadID, ThreadID: threadID, CreatedAt: now, UpdatedAt: now,
 		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}},
-	})
+	}
+	if claimed {
+		// The thread's head cannot move while the run holds it.
+		rec.Base = head
+	}
+	r, created, err := s.Runs.CreateRun(ctx, rec)
 	if err != nil {
 		s.unclaim(ctx, threadID, req.RunID)
 		return Run{}, false, fmt.Errorf("store run: %w", err)
 	}
 	if !created && (r.ThreadID != threadID || r.Graph != req.Graph || !bytes.Equal(r.Input, input)) {
 		return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
+	}
+	if claimed && created {
+		// The common case: start it with what this call knows.
+		if err := s.start(ctx, g, r, head); err != nil {
+			return Run{}, false, err
+		}
+		return r, true, nil
 	}
 	if busy != "" {
 		if err := s.supersede(ctx, busy, req.RunID, strategy); err != nil {
@@ -478,18 +498,6 @@ func (s *Service) startIfActive(ctx context.Context, threadID, runID string) err
 		return s.failStart(ctx, r, err.Error())
 	}
 	base := t.Head
-	cp0, err := s.load(ctx, base)
-	if err != nil {
-		return err
-	}
-	var state map[string]json.RawMessage
-	if cp0 != nil {
-		state = cp0.Values
-	}
-	cp, err := g.Continue(ctx, runID, state, r.Input)
-	if err != nil {
-		return s.failStart(ctx, r, strings.TrimPrefix(err.Error(), "pregel: invalid input: "))
-	}
 	if base != nil && r.Base == nil {
 		if r, err = s.mutateRun(ctx, runID, func(r *Run) error {
 			b := *base
@@ -498,6 +506,24 @@ func (s *Service) startIfActive(ctx context.Context, threadID, runID string) err
 		}); err != nil {
 			return err
 		}
+	}
+	return s.start(ctx, g, r, base)
+}
+
+// start builds the step 0 of run r, which holds its thread and has base
+// (the thread's head) as its Base, commits it and dispatches the run.
+func (s *Service) start(ctx context.Context, g *pregel.Graph, r Run, base *StepRef) error {
+	cp0, err := s.load(ctx, base)
+	if err != nil {
+		return err
+	}
+	var state map[string]json.RawMessage
+	if cp0 != nil {
+		state = cp0.Values
+	}
+	cp, err := g.Continue(ctx, r.ID, state, r.Input)
+	if err != nil {
+		return s.failStart(ctx, r, strings.TrimPrefix(err.Error(), "pregel: invalid input: "))
 	}
 	if err := s.seed(ctx, cp, base); err != nil && !errors.Is(err, pregel.ErrStepConflict) {
 		return fmt.Errorf("store step 0: %w", err)
