@@ -414,6 +414,18 @@ func (s *Service) supersede(ctx context.Context, activeID, newID string, strateg
 		return nil
 	}
 	reason := fmt.Sprintf("interrupted by run %s on its thread", newID)
+	// The active run's creator may not have stored it yet: it claimed
+	// the thread a moment ago. Wait for its record a little.
+	for wait := time.Millisecond; wait < time.Second; wait *= 2 {
+		if _, err := s.Runs.GetRun(ctx, activeID); !errors.Is(err, ErrNotFound) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 	r, err := s.mutateRun(ctx, activeID, func(r *Run) error {
 		if r.SupersededBy != "" {
 			return errStop // an earlier arrival did it
