@@ -168,6 +168,7 @@ func (h *Handler) routes() {
 		{"POST", "/v1/runs/{run_id}/cancel", h.cancelRun},
 		{"POST", "/v1/runs/{run_id}/resume", h.resumeRun},
 	}
+	table = append(table, h.threadRoutes()...)
 	for _, rt := range table {
 		h.mux.Handle(rt.method+" "+rt.path, h.wrap(rt.fn))
 	}

@@ -69,8 +69,10 @@ type Run struct {
 	Status    pregel.RunStatus `json:"status"`
 	Input     json.RawMessage  `json:"input,omitempty"`
 	ContextID string           `json:"context_id,omitempty"`
-	CreatedAt time.Time        `json:"created_at"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	// ThreadID names the thread of a run created on one.
+	ThreadID  string    `json:"thread_id,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Step is the last committed superstep.
 	Step     int             `json:"step"`
 	Counters pregel.Counters `json:"counters"`
@@ -108,6 +110,7 @@ func runView(r runs.Run, b *ValueBudget) Run {
 		Input:             input,
 		OmittedInput:      omitted,
 		ContextID:         r.ContextID,
+		ThreadID:          r.ThreadID,
 		CreatedAt:         r.CreatedAt,
 		UpdatedAt:         r.UpdatedAt,
 		Step:              r.Step,

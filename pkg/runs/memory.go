@@ -26,6 +26,8 @@ const (
 type MemoryStore struct {
 	mu   sync.Mutex
 	runs map[string]Run
+	// threads is created on first use.
+	threads map[string]Thread
 	// now is the clock of UpdatedAt.
 	now func() time.Time
 }
@@ -180,6 +182,10 @@ func decodePageToken(tok string) (listKey, error) {
 func cloneRun(r Run) Run {
 	r.Input = slices.Clone(r.Input)
 	r.Events = slices.Clone(r.Events)
+	if r.Base != nil {
+		b := *r.Base
+		r.Base = &b
+	}
 	if r.Interrupts != nil {
 		ins := make([]pregel.InterruptInfo, len(r.Interrupts))
 		copy(ins, r.Interrupts)

@@ -3,6 +3,15 @@
 // rules of their lifecycle, and the Service that the HTTP API, the CLI and
 // the Lambdas share. Executing supersteps is left to a Dispatcher: the
 // embedded Scheduler in this package, or the serverless tick queue.
+//
+// Threads (Thread, ThreadStore) are conversations: a run created on one
+// (Service.CreateOnThread) starts from the thread's latest committed state
+// with its input applied through the channels' reducers, and at most one
+// run of a thread is active, by a conditional write of the thread's record;
+// a Strategy says what a run arriving on a busy thread does. An executor
+// calls Service.RunStopped when a run stops, which starts the next queued
+// run (SchedulerConfig.OnStop). A Checkpointer that is also a Seeder stores
+// a continuing run's step 0 without copying the state it inherits.
 package runs
 
 import (
@@ -21,8 +30,24 @@ type Run struct {
 	Status    pregel.RunStatus `json:"status"`
 	Input     json.RawMessage  `json:"input,omitempty"`
 	ContextID string           `json:"context_id,omitempty"`
-	CreatedAt time.Time        `json:"created_at"`
-	UpdatedAt time.Time        `json:"updated_at"`
+	// ThreadID names the thread the run belongs to, if any (see Thread).
+	ThreadID string `json:"thread_id,omitempty"`
+	// Base is the step of the thread the run started from: its step 0 is
+	// that state with Input applied. Nil: the empty state.
+	Base *StepRef `json:"base,omitempty"`
+	// SupersededBy names the run that took the thread from this one
+	// (strategies interrupt and rollback); a superseded run cannot be
+	// resumed.
+	SupersededBy string `json:"superseded_by,omitempty"`
+	// Discarded: the run was rolled back; its steps are not part of its
+	// thread's state or history.
+	Discarded bool `json:"discarded,omitempty"`
+	// AsNode is set on the record of a thread's state update
+	// (Service.UpdateState): the node the update was written as. Its
+	// Input holds the values written.
+	AsNode    string    `json:"as_node,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Step is the last committed superstep.
 	Step     int             `json:"step"`
 	Counters pregel.Counters `json:"counters"`

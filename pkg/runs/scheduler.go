@@ -38,6 +38,16 @@ type SchedulerConfig struct {
 	// Events keeps the runs' event streams (see WatchEvents). Default:
 	// Runs, if it is an EventLog too, else a MemoryEventLog.
 	Events EventLog
+	// OnStop, if set, is called with a run's record when the run stops
+	// executing (completed, failed, cancelled, drained or interrupted),
+	// after the record is stored; Service.RunStopped passes a thread on
+	// to its next run this way.
+	OnStop func(ctx context.Context, r Run) error
+	// StartThreadRun, if set, is called instead of executing a run of a
+	// thread that has no step 0 yet: such a run waits in its thread's
+	// queue, and its thread starts it (Service.StartThreadRun). Without
+	// it, such a run is left pending.
+	StartThreadRun func(ctx context.Context, r Run) error
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -59,6 +69,8 @@ type Scheduler struct {
 	checkpoints pregel.Checkpointer
 	concurrency int
 	log         *slog.Logger
+	onStop      func(ctx context.Context, r Run) error
+	startThread func(ctx context.Context, r Run) error
 
 	mu     sync.Mutex
 	state  schedState
@@ -115,6 +127,8 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		checkpoints: cfg.Checkpoints,
 		concurrency: cfg.Concurrency,
 		log:         cfg.Logger,
+		onStop:      cfg.OnStop,
+		startThread: cfg.StartThreadRun,
 		queued:      make(map[string]bool),
 		active:      make(map[string]*execution),
 		subs:        make(map[string]map[*subscriber]struct{}),
@@ -343,6 +357,17 @@ func (s *Scheduler) cancelQueued(ctx context.Context, id string) {
 		_ = s.Dispatch(ctx, Run{ID: id})
 	default:
 		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: id, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled})
+		s.stopped(ctx, r)
+	}
+}
+
+// stopped calls OnStop for a run that stopped.
+func (s *Scheduler) stopped(ctx context.Context, r Run) {
+	if s.onStop == nil {
+		return
+	}
+	if err := s.onStop(ctx, r); err != nil && ctx.Err() == nil {
+		s.log.ErrorContext(ctx, "after a run stopped", "run_id", r.ID, "error", err)
 	}
 }
 
@@ -432,6 +457,9 @@ func (s *Scheduler) recordShutdownDrain(ctx context.Context, id string) {
 // errSkipRun stops the execution of a run that needs none.
 var errSkipRun = errors.New("run needs no execution")
 
+// errThreadRun: the run waits for its thread to start it.
+var errThreadRun = errors.New("run of a thread not started")
+
 // execute runs one queued run to where it stops.
 func (s *Scheduler) execute(ex *execution) {
 	ctx := ex.ctx
@@ -441,6 +469,15 @@ func (s *Scheduler) execute(ex *execution) {
 	r, err := Mutate(s.base, s.runs, ex.id, func(r *Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return errSkipRun
+		}
+		if r.ThreadID != "" && r.Status == pregel.RunPending {
+			// A run of a thread starts when its thread says so, from
+			// the thread's state: not before its step 0 is stored.
+			if _, err := s.checkpoints.Load(ctx, r.ID, 0); errors.Is(err, pregel.ErrNotFound) {
+				return errThreadRun
+			} else if err != nil {
+				return err
+			}
 		}
 		if r.CancelRequested {
 			r.Status, r.CancelRequested, r.Interrupts, r.Resume = pregel.RunCancelled, false, nil, nil
@@ -457,6 +494,13 @@ func (s *Scheduler) execute(ex *execution) {
 	switch {
 	case errors.Is(err, errSkipRun):
 		return
+	case errors.Is(err, errThreadRun):
+		if s.startThread != nil {
+			if err := s.startThread(s.base, r); err != nil && s.base.Err() == nil {
+				log.Error("start a run of a thread", "thread_id", r.ThreadID, "error", err)
+			}
+		}
+		return
 	case err != nil:
 		if s.base.Err() == nil {
 			log.Error("cannot start run; it stays as it is until the next start", "error", err)
@@ -464,6 +508,7 @@ func (s *Scheduler) execute(ex *execution) {
 		return
 	case r.Status == pregel.RunCancelled:
 		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: r.ID, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled})
+		s.stopped(s.base, r)
 		return
 	}
 	if r.DrainRequested {
@@ -649,6 +694,7 @@ func (s *Scheduler) settle(ex *execution, r Run, res *pregel.Result, err error) 
 		ev.Reason = final.DrainReason
 	}
 	s.publish(ev)
+	s.stopped(s.base, final)
 }
 
 // publicError turns a run's failure into words fit for its caller, logging

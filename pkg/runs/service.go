@@ -73,8 +73,10 @@ type Service struct {
 	Graphs      *Registry
 	Runs        Store
 	Checkpoints pregel.Checkpointer
-	Dispatcher  Dispatcher
-	Logger      *slog.Logger
+	// Threads keeps thread records; nil disables threads.
+	Threads    ThreadStore
+	Dispatcher Dispatcher
+	Logger     *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -267,6 +269,9 @@ func (s *Service) Drain(ctx context.Context, id, reason string) (Run, error) {
 // Cancel stops a run for good: at once when it is paused, at the executor's
 // next check when it is running.
 func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
+	if r, ok, err := s.cancelQueued(ctx, id); ok || err != nil {
+		return r, err
+	}
 	r, err := s.mutateRun(ctx, id, func(r *Run) error {
 		switch r.Status {
 		case pregel.RunInterrupted, pregel.RunDrained:
@@ -280,6 +285,11 @@ func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
 	})
 	if err == nil && r.CancelRequested {
 		s.Dispatcher.Signal(ctx, r)
+	}
+	if err == nil && r.Status == pregel.RunCancelled {
+		if terr := s.RunStopped(ctx, r); terr != nil {
+			s.logger().Error("pass a cancelled run's thread on", "run_id", id, "err", terr)
+		}
 	}
 	return r, err
 }
@@ -309,6 +319,9 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 			}
 		default:
 			return fmt.Errorf("run %q is %s; only interrupted or drained runs can be resumed: %w", id, r.Status, ErrInvalidState)
+		}
+		if r.SupersededBy != "" {
+			return fmt.Errorf("run %q gave its thread to run %q and cannot be resumed; create a new run on the thread instead: %w", id, r.SupersededBy, ErrInvalidState)
 		}
 		r.Status, r.DrainRequested, r.DrainReason = pregel.RunPending, false, ""
 		r.Messages = appendMessage(r.Messages, req.Message)

@@ -58,6 +58,29 @@ type chanLoc struct {
 	Blob *blobRef `json:"blob,omitempty"`
 	Off  int      `json:"off,omitempty"`
 	Len  int      `json:"len,omitempty"`
+	// From, when set, is the run whose partition holds the value, in
+	// the item of its step FromStep (and Blob is in that partition): the
+	// channel was inherited from the state the run continues (Version is
+	// pregel.Inherited; see CommitFrom).
+	From     string `json:"from,omitempty"`
+	FromStep int    `json:"fs,omitempty"`
+}
+
+// where returns the key of the item that holds an inline value, for a
+// run whose partition is pk.
+func (l chanLoc) where(pk string) (string, string) {
+	if l.From != "" {
+		return runPK(l.From), stepSK(l.FromStep)
+	}
+	return pk, stepSK(l.home())
+}
+
+// partition returns the partition of the value's blob.
+func (l chanLoc) partition(pk string) string {
+	if l.From != "" {
+		return runPK(l.From)
+	}
+	return pk
 }
 
 // home returns the step whose item holds the value in its vals.
@@ -349,6 +372,9 @@ func checkVersions(cp *pregel.Checkpoint) error {
 		}
 	}
 	for ch, v := range cp.Versions {
+		if v == pregel.Inherited {
+			continue // the run's step 0 says where the value is (CommitFrom)
+		}
 		if v < 0 || v > cp.Step {
 			return fmt.Errorf("dynamo: commit step %d of run %q: channel %q has version %d, outside 0..%d", cp.Step, cp.RunID, ch, v, cp.Step)
 		}
@@ -416,11 +442,11 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 		v := cp.Versions[ch]
 		val, has := cp.Values[ch]
 		if old, ok := prevMan[ch]; ok && v < step && old.Version == v && old.Cleared == !has {
-			if old.home() == step-1 {
+			if old.home() == step-1 && old.From == "" {
 				old.Size = prevSize
 			}
 			man[ch] = old
-			if old.inline() && has && inlineName(ch) {
+			if old.inline() && has && inlineName(ch) && old.From == "" {
 				held[old.home()] = append(held[old.home()], chanValue{ch, val})
 			}
 			continue
@@ -720,7 +746,7 @@ func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pr
 		case loc.Cleared:
 		case loc.Empty:
 			cp.Values[ch] = json.RawMessage{}
-		case loc.Blob == nil && loc.home() == d.step:
+		case loc.Blob == nil && loc.home() == d.step && loc.From == "":
 			v, ok := vals[ch].(*types.AttributeValueMemberB)
 			if !ok {
 				return fail(fmt.Errorf("the value of channel %q is missing", ch))
@@ -732,9 +758,10 @@ func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pr
 				continue
 			}
 			if loc.Blob != nil {
-				f.addBlob(pk, *loc.Blob)
+				f.addBlob(loc.partition(pk), *loc.Blob)
 			} else {
-				f.addValue(pk, stepSK(loc.home()), ch)
+				ipk, isk := loc.where(pk)
+				f.addValue(ipk, isk, ch)
 			}
 			missing = append(missing, ch)
 		}
@@ -749,7 +776,7 @@ func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pr
 	for _, ch := range missing {
 		loc := d.man[ch]
 		if loc.Blob == nil {
-			v, ok := getM(f.item(pk, stepSK(loc.home())), attrVals)[ch].(*types.AttributeValueMemberB)
+			v, ok := getM(f.item(loc.where(pk)), attrVals)[ch].(*types.AttributeValueMemberB)
 			if !ok {
 				return fail(fmt.Errorf("the value of channel %q stored at step %d is missing", ch, loc.home()))
 			}
@@ -759,7 +786,7 @@ func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pr
 		b, ok := blobs[loc.Blob.ID]
 		if !ok {
 			var err error
-			if b, err = f.blob(pk, *loc.Blob); err != nil {
+			if b, err = f.blob(loc.partition(pk), *loc.Blob); err != nil {
 				return fail(fmt.Errorf("channel %q: %w", ch, err))
 			}
 			blobs[loc.Blob.ID] = b

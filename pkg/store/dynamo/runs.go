@@ -104,7 +104,7 @@ func (s *Store) runItem(r runs.Run) (map[string]types.AttributeValue, *pendingBl
 
 // expiry returns the TTL of a finished run, in Unix seconds.
 func (s *Store) expiry(r runs.Run) (int64, bool) {
-	if !r.Status.Terminal() || s.retention <= 0 {
+	if !r.Status.Terminal() || s.retention <= 0 || keepThreadRuns(r) {
 		return 0, false
 	}
 	return s.now().Add(s.retention).Unix(), true

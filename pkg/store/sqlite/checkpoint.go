@@ -108,7 +108,7 @@ func (s *Store) commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if cp.Step > maxStep {
 		return fmt.Errorf("step %d: this store holds steps up to %d", cp.Step, maxStep)
 	}
-	changes, err := validate(cp)
+	changes, err := validate(cp, false)
 	if err != nil {
 		return err
 	}
@@ -154,8 +154,10 @@ func (s *Store) commit(ctx context.Context, cp *pregel.Checkpoint) error {
 
 // validate checks that cp's Values and Versions agree, as loading it back
 // from deltas requires, and returns the values of the channels it changed.
-// A channel it cleared has no entry.
-func validate(cp *pregel.Checkpoint) (map[string]json.RawMessage, error) {
+// A channel it cleared has no entry. Channels of version pregel.Inherited
+// are accepted in a step 0 only when seeding (CommitFrom), which records
+// where their values are.
+func validate(cp *pregel.Checkpoint, seeding bool) (map[string]json.RawMessage, error) {
 	for ch := range cp.Values {
 		if _, ok := cp.Versions[ch]; !ok {
 			return nil, fmt.Errorf("invalid checkpoint: channel %q has a value but no version", ch)
@@ -163,6 +165,12 @@ func validate(cp *pregel.Checkpoint) (map[string]json.RawMessage, error) {
 	}
 	changes := make(map[string]json.RawMessage)
 	for ch, v := range cp.Versions {
+		if v == pregel.Inherited {
+			if cp.Step == 0 && !seeding {
+				return nil, fmt.Errorf("invalid checkpoint: channel %q is inherited; commit a step 0 that inherits values with CommitFrom", ch)
+			}
+			continue
+		}
 		if v < 0 || v > cp.Step {
 			return nil, fmt.Errorf("invalid checkpoint: channel %q has version %d, outside 0..%d", ch, v, cp.Step)
 		}
@@ -345,8 +353,21 @@ func (s *Store) load(ctx context.Context, runID string, step int) (*pregel.Check
 	}
 	// The steps that wrote the channels, as a JSON array.
 	var steps []int
+	inherited := false
 	for _, v := range cp.Versions {
+		if v == pregel.Inherited {
+			inherited = true
+			continue
+		}
 		steps = append(steps, v)
+	}
+	if inherited {
+		if err := s.loadInherited(ctx, cp); err != nil {
+			return nil, err
+		}
+	}
+	if len(steps) == 0 {
+		return cp, nil
 	}
 	slices.Sort(steps)
 	steps = slices.Compact(steps)

@@ -87,6 +87,8 @@ CREATE INDEX run_records_by_graph   ON run_records (graph, created_at, id);
 CREATE INDEX run_records_by_status  ON run_records (status, created_at, id);
 CREATE INDEX run_records_by_context ON run_records (context_id, created_at, id);
 `),
+		// Version 4: threads, and the origins of values runs inherit.
+		script(migrateThreads),
 	}
 }
 

@@ -103,6 +103,8 @@ type Store struct {
 	lists listStatements
 	// events is the run event log's (events.go).
 	events eventStatements
+	// threads holds the statements of threads (threads.go).
+	threads threadStatements
 }
 
 // readStatements are the prepared statements of reads.
@@ -171,6 +173,9 @@ func (s *Store) init(ctx context.Context) error {
 		return err
 	}
 	s.w = w
+	if err := s.prepareThreads(ctx); err != nil {
+		return err
+	}
 	return prepareAll(ctx, s.db, []prepared{
 		{&s.reads.latestMeta, sqlLatestMeta},
 		{&s.reads.stepMeta, sqlStepMeta},
@@ -196,7 +201,7 @@ func (s *Store) close() error {
 		errs = append(errs, s.w.close())
 	}
 	r := &s.reads
-	for _, st := range []*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun} {
+	for _, st := range append([]*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun}, s.threads.all()...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -1,0 +1,76 @@
+package pregel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Inherited is the version of a channel whose value a run took from the
+// state it started from (see [Graph.Continue]) and has not written since.
+// It is below every step of the run, so [Checkpoint.Changed] never lists
+// such a channel and a store need not write its value again: the value
+// stays where the earlier run stored it.
+const Inherited = -1
+
+// Continue builds the step 0 checkpoint of a run that continues from state,
+// the channel values of an earlier checkpoint (a conversation's latest
+// state), with input, a JSON object of channel values, applied through the
+// channels' reducers: an append channel grows, a last-value channel is
+// replaced. Channels of state that input does not write keep their value
+// with version Inherited; channels it writes get version 0. Channels of
+// state the graph does not know are kept as they are.
+//
+// The graph's input validation and its routers from Start see the combined
+// state. Input that names no channel of the graph or does not fit it is
+// rejected with an error wrapping ErrInvalidInput, as by [Graph.Start].
+func (g *Graph) Continue(ctx context.Context, runID string, state map[string]json.RawMessage, input json.RawMessage) (*Checkpoint, error) {
+	if runID == "" {
+		return nil, fmt.Errorf("%w: run id is empty", ErrInvalidInput)
+	}
+	var in map[string]json.RawMessage
+	if len(bytes.TrimSpace(input)) > 0 {
+		if err := json.Unmarshal(input, &in); err != nil {
+			return nil, fmt.Errorf("%w: input must be a JSON object of channel values: %w", ErrInvalidInput, err)
+		}
+	}
+	cp := &Checkpoint{RunID: runID, Graph: g.name, Values: make(map[string]json.RawMessage, len(state)+len(in)), Versions: make(map[string]int, len(state)+len(in))}
+	for ch, v := range state {
+		cp.Values[ch], cp.Versions[ch] = v, Inherited
+	}
+	for _, ch := range slices.Sorted(maps.Keys(in)) {
+		if !slices.Contains(g.channels, ch) {
+			return nil, fmt.Errorf("%w: %q is not a channel of graph %q; channels are %s", ErrInvalidInput, ch, g.name, strings.Join(g.channels, ", "))
+		}
+		if isNull(in[ch]) {
+			continue
+		}
+		v, err := g.reduceOne(ch, state[ch], in[ch])
+		if err != nil {
+			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)
+		}
+		cp.Values[ch], cp.Versions[ch] = v, 0
+	}
+	if err := g.checkInput(cp.Values); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	next := newFrontier()
+	for _, to := range g.edges[Start] {
+		next.edge(to, Start)
+	}
+	if g.startRoutes != nil {
+		ts, err := g.startRoutes(ctx, cp.Values)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		}
+		for _, t := range ts {
+			next.add(t)
+		}
+	}
+	cp.Next = next.list
+	return cp, nil
+}

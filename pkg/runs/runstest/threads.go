@@ -1,0 +1,870 @@
+package runstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// ThreadStores tests that the stores made by newStore keep the promises of
+// [runs.ThreadStore]: records round-trip, CreateThread is idempotent,
+// UpdateThread and DeleteThread are conditional on the version (so that of
+// concurrent claims of an idle thread exactly one wins), listings page
+// newest first, and records returned are copies.
+func ThreadStores(t *testing.T, newStore func(t *testing.T) runs.ThreadStore) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s runs.ThreadStore)
+	}{
+		{"RoundTrip", testThreadRoundTrip},
+		{"CreateIdempotent", testThreadCreateIdempotent},
+		{"NotFound", testThreadNotFound},
+		{"UpdateConflict", testThreadUpdateConflict},
+		{"Delete", testThreadDelete},
+		{"List", testThreadList},
+		{"OneClaimWins", testThreadOneClaimWins},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(t)
+			if s == nil {
+				t.Fatal("newStore returned nil")
+			}
+			tt.fn(t, s)
+		})
+	}
+}
+
+func newThread(id string, offset time.Duration) runs.Thread {
+	at := base.Add(offset)
+	return runs.Thread{ID: id, CreatedAt: at, UpdatedAt: at}
+}
+
+func createThread(t *testing.T, s runs.ThreadStore, th runs.Thread) runs.Thread {
+	t.Helper()
+	got, created, err := s.CreateThread(t.Context(), th)
+	if err != nil || !created {
+		t.Fatalf("CreateThread(%s) = %v, %v", th.ID, created, err)
+	}
+	if got.Version != 1 {
+		t.Fatalf("CreateThread(%s).Version = %d, want 1", th.ID, got.Version)
+	}
+	return got
+}
+
+func checkThread(t *testing.T, what string, got, want runs.Thread) {
+	t.Helper()
+	if got.ID != want.ID || got.Active != want.Active || !slices.Equal(got.Queue, want.Queue) || got.Version != want.Version {
+		t.Errorf("%s: id, active, queue, version = %q %q %v %d; want %q %q %v %d", what, got.ID, got.Active, got.Queue, got.Version, want.ID, want.Active, want.Queue, want.Version)
+	}
+	if (got.Head == nil) != (want.Head == nil) || (got.Head != nil && *got.Head != *want.Head) {
+		t.Errorf("%s: head = %v, want %v", what, got.Head, want.Head)
+	}
+	checkJSON(t, what+": metadata", got.Metadata, want.Metadata)
+	checkTime(t, what+": created_at", got.CreatedAt, want.CreatedAt)
+}
+
+func testThreadRoundTrip(t *testing.T, s runs.ThreadStore) {
+	id := uniq(t) + "t"
+	th := newThread(id, 0)
+	th.Metadata = json.RawMessage(`{"user":"ada","tags":["a","b"]}`)
+	th.Head = &runs.StepRef{RunID: id + "-r0", Step: 7}
+	th.Active = id + "-r1"
+	th.Queue = []string{id + "-r2", id + "-r3"}
+	stored := createThread(t, s, th)
+	th.Version = 1
+	checkThread(t, "created", stored, th)
+	got, err := s.GetThread(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkThread(t, "read back", got, th)
+
+	got.Head = &runs.StepRef{RunID: id + "-r1", Step: 3}
+	got.Active, got.Queue = got.Queue[0], got.Queue[1:]
+	updated, err := s.UpdateThread(t.Context(), got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := got
+	want.Version = 2
+	checkThread(t, "updated", updated, want)
+	again, err := s.GetThread(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkThread(t, "updated, read back", again, want)
+}
+
+func testThreadCreateIdempotent(t *testing.T, s runs.ThreadStore) {
+	id := uniq(t) + "t"
+	first := createThread(t, s, newThread(id, 0))
+	other := newThread(id, time.Hour)
+	other.Active = "someone-else"
+	got, created, err := s.CreateThread(t.Context(), other)
+	if err != nil || created {
+		t.Fatalf("second CreateThread = %v, %v; want the stored thread and created=false", created, err)
+	}
+	checkThread(t, "second create", got, first)
+}
+
+func testThreadNotFound(t *testing.T, s runs.ThreadStore) {
+	id := uniq(t) + "missing"
+	if _, err := s.GetThread(t.Context(), id); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("GetThread = %v, want ErrNotFound", err)
+	}
+	if _, err := s.UpdateThread(t.Context(), runs.Thread{ID: id, Version: 1}); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("UpdateThread = %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteThread(t.Context(), id, 1); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("DeleteThread = %v, want ErrNotFound", err)
+	}
+}
+
+func testThreadUpdateConflict(t *testing.T, s runs.ThreadStore) {
+	id := uniq(t) + "t"
+	th := createThread(t, s, newThread(id, 0))
+	th.Active = "a"
+	if _, err := s.UpdateThread(t.Context(), th); err != nil {
+		t.Fatal(err)
+	}
+	th.Active = "b" // still at version 1
+	if _, err := s.UpdateThread(t.Context(), th); !errors.Is(err, runs.ErrConflict) {
+		t.Fatalf("stale UpdateThread = %v, want ErrConflict", err)
+	}
+	got, err := s.GetThread(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Active != "a" || got.Version != 2 {
+		t.Errorf("after a refused update: active %q version %d, want a, 2", got.Active, got.Version)
+	}
+}
+
+func testThreadDelete(t *testing.T, s runs.ThreadStore) {
+	id := uniq(t) + "t"
+	createThread(t, s, newThread(id, 0))
+	if err := s.DeleteThread(t.Context(), id, 7); !errors.Is(err, runs.ErrConflict) {
+		t.Fatalf("DeleteThread at a stale version = %v, want ErrConflict", err)
+	}
+	if _, err := s.GetThread(t.Context(), id); err != nil {
+		t.Fatalf("a refused delete deleted the thread: %v", err)
+	}
+	if err := s.DeleteThread(t.Context(), id, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetThread(t.Context(), id); !errors.Is(err, runs.ErrNotFound) {
+		t.Fatalf("GetThread after delete = %v, want ErrNotFound", err)
+	}
+	// The id can be used again.
+	createThread(t, s, newThread(id, time.Minute))
+}
+
+func testThreadList(t *testing.T, s runs.ThreadStore) {
+	// Threads far in the future, so that other sub-tests' threads in a
+	// shared store come after them.
+	p := uniq(t)
+	const n = 7
+	var want []string
+	for i := range n {
+		id := fmt.Sprintf("%s-t%d", p, i)
+		createThread(t, s, newThread(id, 1000*time.Hour*24+time.Duration(i)*time.Second))
+		want = append([]string{id}, want...)
+	}
+	var got []string
+	tok := ""
+	for range n {
+		page, err := s.ListThreads(t.Context(), runs.ThreadFilter{Limit: 3, PageToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, th := range page.Threads {
+			if strings.HasPrefix(th.ID, p+"-") {
+				got = append(got, th.ID)
+			}
+		}
+		if len(got) >= n || page.NextPageToken == "" {
+			break
+		}
+		tok = page.NextPageToken
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %v, want %v (newest first, pages of 3)", got, want)
+	}
+	if _, err := s.ListThreads(t.Context(), runs.ThreadFilter{PageToken: "not-a-token"}); !errors.Is(err, runs.ErrInvalid) {
+		t.Errorf("bad page token: %v, want ErrInvalid", err)
+	}
+}
+
+func testThreadOneClaimWins(t *testing.T, s runs.ThreadStore) {
+	id := uniq(t) + "t"
+	createThread(t, s, newThread(id, 0))
+	var wg sync.WaitGroup
+	var wins atomic.Int32
+	errs := make(chan error, concurrency)
+	for i := range concurrency {
+		wg.Go(func() {
+			_, err := runs.MutateThread(t.Context(), s, id, func(th *runs.Thread) error {
+				if th.Active != "" {
+					return errBusy
+				}
+				th.Active = fmt.Sprintf("run-%d", i)
+				return nil
+			})
+			switch {
+			case err == nil:
+				wins.Add(1)
+			case !errors.Is(err, errBusy):
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if wins.Load() != 1 {
+		t.Errorf("%d of %d concurrent claims of an idle thread won, want exactly 1", wins.Load(), concurrency)
+	}
+}
+
+var errBusy = errors.New("busy")
+
+// ThreadEnv is what the strategy suite runs threads on.
+type ThreadEnv struct {
+	Runs        runs.Store
+	Threads     runs.ThreadStore
+	Checkpoints pregel.Checkpointer
+}
+
+// Strategies tests threads end to end on the stores made by newEnv, with a
+// Service and an embedded Scheduler: runs continue from the thread's
+// state, each strategy does what it promises with one run waiting, and
+// with n concurrent creates on one thread (n = 50 in the issue's proof)
+// there is never more than one active run, enqueue runs them all in
+// arrival order, reject refuses all but one, and interrupt and rollback
+// leave the state their promises make.
+func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
+	t.Helper()
+	t.Run("Continue", func(t *testing.T) { testContinue(t, newThreadEnv(t, newEnv)) })
+	t.Run("HistoryForkUpdate", func(t *testing.T) { testHistoryForkUpdate(t, newThreadEnv(t, newEnv)) })
+	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newThreadEnv(t, newEnv)) })
+	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
+		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
+	}
+	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
+		t.Run(fmt.Sprintf("Concurrent%d/%s", n, st), func(t *testing.T) {
+			t.Parallel()
+			testConcurrent(t, newThreadEnv(t, newEnv), st, n)
+		})
+	}
+}
+
+// tenv is a Service and Scheduler on a ThreadEnv, with the chat graph.
+type tenv struct {
+	svc   *runs.Service
+	sched *runs.Scheduler
+	gate  chan struct{} // closing it lets "block" messages through
+	once  sync.Once
+	// inside counts the reply nodes executing, max the most at once.
+	inside, max atomic.Int32
+}
+
+// chatState is the state of the suite's graph.
+type chatState struct {
+	Messages []string `json:"messages" reduce:"append"`
+}
+
+func newThreadEnv(t *testing.T, newEnv func(t *testing.T) ThreadEnv) *tenv {
+	t.Helper()
+	st := newEnv(t)
+	e := &tenv{gate: make(chan struct{})}
+	g := pregel.NewGraph[chatState]("chat")
+	g.AddFunc("reply", func(ctx context.Context, s chatState) (chatState, error) {
+		if n := e.inside.Add(1); n > e.max.Load() {
+			e.max.Store(n)
+		}
+		defer e.inside.Add(-1)
+		last := s.Messages[len(s.Messages)-1]
+		if strings.HasPrefix(last, "block") {
+			select {
+			case <-e.gate:
+			case <-ctx.Done():
+				return chatState{}, ctx.Err()
+			}
+		}
+		return chatState{Messages: []string{"re:" + last}}, nil
+	})
+	g.AddFunc("done", func(context.Context, chatState) (chatState, error) {
+		return chatState{Messages: []string{"done"}}, nil
+	})
+	g.AddEdge(pregel.Start, "reply").AddEdge("reply", "done").AddEdge("done", pregel.End)
+	graph, err := g.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	e.svc = &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: st.Threads, Logger: log}
+	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Concurrency: 4, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
+	e.svc.Dispatcher = e.sched
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.sched.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.open()
+		wctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+		defer stop()
+		_ = e.sched.WaitIdle(wctx)
+		cancel()
+	})
+	return e
+}
+
+func (e *tenv) open() { e.once.Do(func() { close(e.gate) }) }
+
+func (e *tenv) thread(t *testing.T) string {
+	t.Helper()
+	th, created, err := e.svc.CreateThread(t.Context(), runs.CreateThreadRequest{ThreadID: uniq(t) + "thread"})
+	if err != nil || !created {
+		t.Fatalf("CreateThread = %v, %v", created, err)
+	}
+	return th.ID
+}
+
+func (e *tenv) run(ctx context.Context, thread, msg string, st runs.Strategy) (runs.Run, error) {
+	r, _, err := e.svc.CreateOnThread(ctx, thread, runs.ThreadRunRequest{Graph: "chat", Input: json.RawMessage(fmt.Sprintf(`{"messages":[%q]}`, msg)), Strategy: st})
+	return r, err
+}
+
+func (e *tenv) idle(t *testing.T) {
+	t.Helper()
+	ctx, stop := context.WithTimeout(t.Context(), 60*time.Second)
+	defer stop()
+	if err := e.sched.WaitIdle(ctx); err != nil {
+		t.Fatalf("runs did not finish: %v", err)
+	}
+}
+
+func (e *tenv) messages(t *testing.T, thread string) []string {
+	t.Helper()
+	st, err := e.svc.State(t.Context(), thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	if raw, ok := st.Values["messages"]; ok {
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return msgs
+}
+
+func (e *tenv) get(t *testing.T, id string) runs.Run {
+	t.Helper()
+	r, err := e.svc.Get(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// waitStatus waits until run id has one of the statuses.
+func (e *tenv) waitStatus(t *testing.T, id string, sts ...pregel.RunStatus) runs.Run {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := e.get(t, id)
+		if slices.Contains(sts, r.Status) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %s, want one of %v", id, r.Status, sts)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitInside waits until a reply node is executing (a block message holds
+// it there).
+func (e *tenv) waitInside(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.inside.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no reply node started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testContinue(t *testing.T, e *tenv) {
+	e.open()
+	th := e.thread(t)
+	first, err := e.run(t.Context(), th, "hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.idle(t)
+	second, err := e.run(t.Context(), th, "again", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.idle(t)
+	want := []string{"hello", "re:hello", "done", "again", "re:again", "done"}
+	if got := e.messages(t, th); !slices.Equal(got, want) {
+		t.Errorf("thread state = %v, want %v (the second run continues the first)", got, want)
+	}
+	r2 := e.get(t, second.ID)
+	last := e.get(t, first.ID)
+	if r2.Status != pregel.RunCompleted || r2.Base == nil || *r2.Base != (runs.StepRef{RunID: first.ID, Step: last.Step}) {
+		t.Errorf("second run: status %s base %v, want completed from %s step %d", r2.Status, r2.Base, first.ID, last.Step)
+	}
+	thr, err := e.svc.GetThread(t.Context(), th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if thr.Active != "" || len(thr.Queue) != 0 || thr.Head == nil || thr.Head.RunID != second.ID {
+		t.Errorf("idle thread: active %q queue %v head %v; want no run, head at %s", thr.Active, thr.Queue, thr.Head, second.ID)
+	}
+	// The run's own checkpoints hold the whole state.
+	cp, err := e.svc.Checkpoint(t.Context(), second.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	if err := json.Unmarshal(cp.Values["messages"], &msgs); err != nil || !slices.Equal(msgs, want[:4]) {
+		t.Errorf("second run's step 0 messages = %v (%v), want %v", msgs, err, want[:4])
+	}
+}
+
+func testOneWaiting(t *testing.T, e *tenv, st runs.Strategy) {
+	th := e.thread(t)
+	first, err := e.run(t.Context(), th, "block", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitInside(t)
+	second, err := e.run(t.Context(), th, "two", st)
+	if st == runs.StrategyReject {
+		var busy *runs.BusyError
+		if !errors.As(err, &busy) || busy.ActiveRun != first.ID || !errors.Is(err, runs.ErrConflict) {
+			t.Fatalf("reject on a busy thread: %v, want a BusyError naming %s", err, first.ID)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	} else if st != runs.StrategyRollback && second.Status != pregel.RunPending {
+		// (A rollback's cancel may free the thread at once.)
+		t.Errorf("waiting run is %s, want pending", second.Status)
+	}
+	if st == runs.StrategyRollback {
+		// The cancel stops the blocked node without the gate.
+		e.waitStatus(t, first.ID, pregel.RunCancelled)
+	}
+	e.open()
+	e.idle(t)
+
+	var want []string
+	wantFirst := pregel.RunCompleted
+	switch st {
+	case runs.StrategyReject:
+		want = []string{"block", "re:block", "done"}
+	case runs.StrategyEnqueue:
+		want = []string{"block", "re:block", "done", "two", "re:two", "done"}
+	case runs.StrategyInterrupt:
+		wantFirst = pregel.RunDrained
+		want = []string{"block", "re:block", "two", "re:two", "done"}
+	case runs.StrategyRollback:
+		wantFirst = pregel.RunCancelled
+		want = []string{"two", "re:two", "done"}
+	}
+	if got := e.messages(t, th); !slices.Equal(got, want) {
+		t.Errorf("%s: thread state = %v, want %v", st, got, want)
+	}
+	r1 := e.get(t, first.ID)
+	if r1.Status != wantFirst {
+		t.Errorf("%s: first run is %s, want %s", st, r1.Status, wantFirst)
+	}
+	if st == runs.StrategyReject {
+		if _, err := e.svc.Get(t.Context(), second.ID); second.ID != "" || err == nil {
+			t.Errorf("a refused run was stored")
+		}
+		return
+	}
+	if r2 := e.get(t, second.ID); r2.Status != pregel.RunCompleted {
+		t.Errorf("%s: second run is %s, want completed", st, r2.Status)
+	}
+	if st == runs.StrategyInterrupt || st == runs.StrategyRollback {
+		if r1.SupersededBy != second.ID {
+			t.Errorf("%s: first run superseded by %q, want %s", st, r1.SupersededBy, second.ID)
+		}
+	}
+	if st == runs.StrategyInterrupt {
+		if _, err := e.svc.Resume(t.Context(), first.ID, runs.ResumeRequest{}); !errors.Is(err, runs.ErrInvalidState) {
+			t.Errorf("resuming a run that gave its thread away: %v, want ErrInvalidState", err)
+		}
+	}
+	if e.max.Load() > 1 {
+		t.Errorf("%d reply nodes of one thread executed at once", e.max.Load())
+	}
+}
+
+func testConcurrent(t *testing.T, e *tenv, st runs.Strategy, n int) {
+	th := e.thread(t)
+	var run0 runs.Run
+	if st != runs.StrategyReject {
+		// The thread is busy while the n runs arrive.
+		var err error
+		if run0, err = e.run(t.Context(), th, "block-0", ""); err != nil {
+			t.Fatal(err)
+		}
+		e.waitInside(t)
+	}
+	created := make([]runs.Run, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		msg := fmt.Sprintf("m%02d", i+1)
+		if st == runs.StrategyReject {
+			msg = "block-" + msg
+		}
+		wg.Go(func() { created[i], errs[i] = e.run(t.Context(), th, msg, st) })
+	}
+	wg.Wait()
+	var accepted []runs.Run
+	refused := 0
+	for i, err := range errs {
+		var busy *runs.BusyError
+		switch {
+		case err == nil:
+			accepted = append(accepted, created[i])
+		case st == runs.StrategyReject && errors.As(err, &busy):
+			refused++
+		default:
+			t.Fatalf("create %d: %v", i, err)
+		}
+	}
+	thr, err := e.svc.GetThread(t.Context(), th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrival := append([]string{thr.Active}, thr.Queue...)
+	if st != runs.StrategyRollback {
+		// Nothing can have moved yet: the active run is blocked.
+		wantActive := run0.ID
+		if st == runs.StrategyReject {
+			wantActive = accepted[0].ID
+		}
+		if thr.Active != wantActive {
+			t.Fatalf("active run %q, want %q", thr.Active, wantActive)
+		}
+	}
+	e.open()
+	e.idle(t)
+
+	if st == runs.StrategyReject {
+		if len(accepted) != 1 || refused != n-1 {
+			t.Fatalf("reject: %d accepted, %d refused; want 1 and %d", len(accepted), refused, n-1)
+		}
+		var in chatState
+		if err := json.Unmarshal(accepted[0].Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		msg := in.Messages[0]
+		if got, want := e.messages(t, th), []string{msg, "re:" + msg, "done"}; !slices.Equal(got, want) {
+			t.Errorf("reject: state %v, want the accepted run's messages only, %v", got, want)
+		}
+		return
+	}
+	if len(accepted) != n {
+		t.Fatalf("%s: %d of %d accepted", st, len(accepted), n)
+	}
+	if st == runs.StrategyEnqueue || st == runs.StrategyInterrupt {
+		if len(arrival) != n+1 {
+			t.Fatalf("%s: thread holds %d runs, want %d", st, len(arrival), n+1)
+		}
+	}
+	// Walk the thread's runs from its head back through their bases: the
+	// lineage of the state, newest last.
+	thr, err = e.svc.GetThread(t.Context(), th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if thr.Active != "" || len(thr.Queue) > 0 {
+		t.Fatalf("%s: thread still has run %q active and %v queued", st, thr.Active, thr.Queue)
+	}
+	var lineage []runs.Run
+	for ref := thr.Head; ref != nil; {
+		r := e.get(t, ref.RunID)
+		lineage = append([]runs.Run{r}, lineage...)
+		ref = r.Base
+	}
+	var want []string
+	for _, r := range lineage {
+		var in chatState
+		if err := json.Unmarshal(r.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		msg := in.Messages[0]
+		switch r.Status {
+		case pregel.RunCompleted:
+			want = append(want, msg, "re:"+msg, "done")
+		case pregel.RunDrained:
+			want = append(want, msg, "re:"+msg)
+		default:
+			t.Errorf("%s: run %s in the thread's lineage is %s", st, r.ID, r.Status)
+		}
+	}
+	if got := e.messages(t, th); !slices.Equal(got, want) {
+		t.Errorf("%s: thread state\n%v\nwant (from its lineage)\n%v", st, got, want)
+	}
+	// Every run has ended, and only rollback discards.
+	ended := 0
+	for _, id := range append([]string{run0.ID}, ids(accepted)...) {
+		r := e.get(t, id)
+		switch {
+		case r.Status == pregel.RunCompleted:
+			ended++
+		case r.Status == pregel.RunDrained && st == runs.StrategyInterrupt && id == run0.ID:
+			ended++
+		case r.Status == pregel.RunCancelled && st == runs.StrategyRollback && r.Discarded:
+			ended++
+		default:
+			t.Errorf("%s: run %s ended %s (discarded %v)", st, id, r.Status, r.Discarded)
+		}
+	}
+	if ended != n+1 {
+		t.Errorf("%s: %d of %d runs ended as promised", st, ended, n+1)
+	}
+	switch st {
+	case runs.StrategyEnqueue, runs.StrategyInterrupt:
+		// All of them ran, in arrival order.
+		var order []string
+		for _, r := range lineage {
+			order = append(order, r.ID)
+		}
+		if !slices.Equal(order, arrival) {
+			t.Errorf("%s: runs executed in order\n%v\nwant arrival order\n%v", st, order, arrival)
+		}
+	case runs.StrategyRollback:
+		if e.get(t, run0.ID).Status != pregel.RunCancelled {
+			t.Errorf("rollback: the busy run was not cancelled")
+		}
+	}
+	if e.max.Load() > 1 {
+		t.Errorf("%s: %d reply nodes of one thread executed at once", st, e.max.Load())
+	}
+}
+
+func (e *tenv) mustRun(t *testing.T, thread, msg string) runs.Run {
+	t.Helper()
+	r, err := e.run(t.Context(), thread, msg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.idle(t)
+	return e.get(t, r.ID)
+}
+
+func decodeMessages(t *testing.T, values map[string]json.RawMessage) []string {
+	t.Helper()
+	var msgs []string
+	if raw, ok := values["messages"]; ok {
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return msgs
+}
+
+func testHistoryForkUpdate(t *testing.T, e *tenv) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	r1 := e.mustRun(t, th, "hello")
+	r2 := e.mustRun(t, th, "again")
+
+	h, err := e.svc.ThreadHistory(ctx, th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range h {
+		got = append(got, fmt.Sprintf("%s/%d", s.RunID, s.Step))
+	}
+	var want []string
+	for _, r := range []runs.Run{r2, r1} {
+		for step := r.Step; step >= 0; step-- {
+			want = append(want, fmt.Sprintf("%s/%d", r.ID, step))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("history = %v, want %v (newest first, every step of both runs)", got, want)
+	}
+	if msgs := decodeMessages(t, h[r2.Step].Values); !slices.Equal(msgs, []string{"hello", "re:hello", "done", "again"}) {
+		t.Errorf("history: the second run's step 0 holds %v", msgs)
+	}
+	if h, err := e.svc.ThreadHistory(ctx, th, 2); err != nil || len(h) != 2 {
+		t.Errorf("history with limit 2: %d steps, %v", len(h), err)
+	}
+
+	// Fork at the end of the first run, and take the conversation
+	// elsewhere: the same as a fresh thread that said the same.
+	step := r1.Step
+	fork, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: r1.ID, Step: &step, ThreadID: th + "-fork"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun(t, fork.ID, "other")
+	fresh := e.thread(t) + "-fresh"
+	if _, _, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustRun(t, fresh, "hello")
+	e.mustRun(t, fresh, "other")
+	if got, want := e.messages(t, fork.ID), e.messages(t, fresh); !slices.Equal(got, want) {
+		t.Errorf("fork continued: %v; a fresh thread with the same messages: %v", got, want)
+	}
+	if got, want := e.messages(t, th), []string{"hello", "re:hello", "done", "again", "re:again", "done"}; !slices.Equal(got, want) {
+		t.Errorf("the forked thread changed: %v, want %v", got, want)
+	}
+
+	// Update the state as the reply node, then go on from it.
+	st, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply", Values: json.RawMessage(`{"messages":["edited"]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := decodeMessages(t, st.Values), []string{"hello", "re:hello", "done", "again", "re:again", "done", "edited"}; !slices.Equal(got, want) {
+		t.Errorf("state after update = %v, want %v (appended by the reducer)", got, want)
+	}
+	h, err = e.svc.ThreadHistory(ctx, th, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 1 || len(h[0].Tasks) != 1 || h[0].Tasks[0].Node != "reply" || h[0].Tasks[0].Status != pregel.NodeCompleted || !slices.Equal(h[0].Changed, []string{"messages"}) {
+		t.Errorf("newest history entry after update = %+v, want a step where reply completed and wrote messages", h)
+	}
+	e.mustRun(t, th, "x")
+	if got := e.messages(t, th); !slices.Equal(got[6:], []string{"edited", "x", "re:x", "done"}) {
+		t.Errorf("run after update: %v", got)
+	}
+}
+
+func testBadInput(t *testing.T, e *tenv) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	r := e.mustRun(t, th, "hello")
+	before, err := e.svc.GetThread(ctx, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	countRuns := func() int {
+		p, err := e.svc.ThreadRuns(ctx, th, runs.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Runs)
+	}
+	nruns := countRuns()
+	step9 := 99
+	neg := -2
+	for _, tc := range []struct {
+		name string
+		want error
+		do   func() error
+	}{
+		{"unknown thread", runs.ErrNotFound, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th+"-nope", runs.ThreadRunRequest{Graph: "chat"})
+			return err
+		}},
+		{"invalid thread id", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, "not a valid id!", runs.ThreadRunRequest{Graph: "chat"})
+			return err
+		}},
+		{"unknown strategy", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", Strategy: "later"})
+			return err
+		}},
+		{"unknown graph", runs.ErrNotFound, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "nope"})
+			return err
+		}},
+		{"unknown channel", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", Input: json.RawMessage(`{"nope":1}`)})
+			return err
+		}},
+		{"input of the wrong type", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", Input: json.RawMessage(`{"messages":3}`)})
+			return err
+		}},
+		{"fork of a missing step", runs.ErrNotFound, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: r.ID, Step: &step9, ThreadID: th + "-f1"})
+			return err
+		}},
+		{"fork of a negative step", runs.ErrInvalid, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: r.ID, Step: &neg, ThreadID: th + "-f2"})
+			return err
+		}},
+		{"fork of another thread's run", runs.ErrNotFound, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{RunID: "someone-else", ThreadID: th + "-f3"})
+			return err
+		}},
+		{"update of an unknown node", runs.ErrInvalid, func() error {
+			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "nope", Values: json.RawMessage(`{"messages":["x"]}`)})
+			return err
+		}},
+		{"update of an unknown channel", runs.ErrInvalid, func() error {
+			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply", Values: json.RawMessage(`{"nope":["x"]}`)})
+			return err
+		}},
+		{"update without values", runs.ErrInvalid, func() error {
+			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply"})
+			return err
+		}},
+		{"thread with metadata not an object", runs.ErrInvalid, func() error {
+			_, _, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: th + "-m", Metadata: json.RawMessage(`[1]`)})
+			return err
+		}},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			err := tc.do()
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			after, gerr := e.svc.GetThread(ctx, th)
+			if gerr != nil {
+				t.Fatal(gerr)
+			}
+			if after.Version != before.Version || after.Active != "" || len(after.Queue) > 0 {
+				t.Errorf("a refused request changed the thread: version %d -> %d, active %q, queue %v", before.Version, after.Version, after.Active, after.Queue)
+			}
+			if n := countRuns(); n != nruns {
+				t.Errorf("a refused request stored a run: %d runs, had %d", n, nruns)
+			}
+			for _, id := range []string{th + "-f1", th + "-f2", th + "-f3", th + "-m"} {
+				if _, err := e.svc.GetThread(ctx, id); !errors.Is(err, runs.ErrNotFound) {
+					t.Errorf("a refused request created thread %s", id)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,983 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
+)
+
+// Seeder is a Checkpointer that stores the step 0 of a run continuing from
+// another run's step (see pregel.Graph.Continue) without copying what it
+// inherits: the channels of version pregel.Inherited keep referring to the
+// values base's run stored, so a thread of many runs holds its state once.
+// A Checkpointer without it gets the inherited values written again.
+type Seeder interface {
+	// CommitFrom commits cp, a step 0, as Commit does, with the channels
+	// of version pregel.Inherited taken from base; cp.Values holds them
+	// too, with base's values.
+	CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base StepRef) error
+}
+
+// CreateThreadRequest asks for a new thread.
+type CreateThreadRequest struct {
+	// ThreadID makes creation idempotent; empty: a new id.
+	ThreadID string `json:"thread_id,omitempty"`
+	// Metadata is a JSON object kept with the thread.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// ThreadRunRequest asks for a new run on a thread.
+type ThreadRunRequest struct {
+	Graph string `json:"graph"`
+	// RunID makes creation idempotent, as in CreateRequest.
+	RunID string          `json:"run_id,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// Strategy says what to do when the thread has an active run
+	// (default reject).
+	Strategy Strategy `json:"strategy,omitempty"`
+}
+
+// ThreadState is a thread's state: the values of its latest committed
+// step, and where that step is.
+type ThreadState struct {
+	ThreadID string `json:"thread_id"`
+	// RunID and Step name the checkpoint; RunID is empty for a thread
+	// that has no step yet.
+	RunID  string                     `json:"run_id,omitempty"`
+	Step   int                        `json:"step"`
+	Values map[string]json.RawMessage `json:"values"`
+	// Next lists the nodes the run would execute next, if it goes on.
+	Next []string `json:"next,omitempty"`
+}
+
+// ThreadStep is one committed step in a thread's history.
+type ThreadStep struct {
+	RunID string `json:"run_id"`
+	Graph string `json:"graph"`
+	pregel.StepInfo
+	Values map[string]json.RawMessage `json:"values"`
+}
+
+var (
+	errNoThreads  = fmt.Errorf("this server keeps no threads: %w", ErrInvalid)
+	errStop       = errors.New("nothing to change")
+	errNotActive  = errors.New("run is not the thread's active run")
+	errClaimedYet = errors.New("run already claimed the thread")
+)
+
+func (s *Service) threads() (ThreadStore, error) {
+	if s.Threads == nil {
+		return nil, errNoThreads
+	}
+	return s.Threads, nil
+}
+
+func checkThreadID(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("thread id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit: %w", id, ErrInvalid)
+	}
+	return nil
+}
+
+// CreateThread stores a new thread. created is false when a thread with
+// the id exists with the same metadata; other metadata is a conflict.
+func (s *Service) CreateThread(ctx context.Context, req CreateThreadRequest) (Thread, bool, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return Thread{}, false, err
+	}
+	if req.ThreadID == "" {
+		req.ThreadID = pregel.NewRunID()
+	} else if err := checkThreadID(req.ThreadID); err != nil {
+		return Thread{}, false, err
+	}
+	var meta json.RawMessage
+	if len(bytes.TrimSpace(req.Metadata)) > 0 && string(bytes.TrimSpace(req.Metadata)) != "null" {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(req.Metadata, &obj); err != nil {
+			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+		}
+		if meta, err = compactJSON(req.Metadata); err != nil {
+			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+		}
+	}
+	now := s.now()
+	t, created, err := ts.CreateThread(ctx, Thread{ID: req.ThreadID, Metadata: meta, CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return Thread{}, false, fmt.Errorf("store thread: %w", err)
+	}
+	if !created && !jsonEqual(t.Metadata, meta) {
+		return Thread{}, false, fmt.Errorf("thread %q already exists with other metadata; choose another thread_id: %w", req.ThreadID, ErrConflict)
+	}
+	return t, created, nil
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	ax, _ := json.Marshal(x)
+	by, _ := json.Marshal(y)
+	return bytes.Equal(ax, by)
+}
+
+// GetThread returns a thread.
+func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return Thread{}, err
+	}
+	if err := checkThreadID(id); err != nil {
+		return Thread{}, err
+	}
+	return getThread(ctx, ts, id)
+}
+
+// getThread reads a thread, saying in words what a missing one means.
+func getThread(ctx context.Context, ts ThreadStore, id string) (Thread, error) {
+	t, err := ts.GetThread(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Thread{}, fmt.Errorf("thread %q does not exist; create it first: %w", id, ErrNotFound)
+	}
+	return t, err
+}
+
+// ListThreads lists threads, newest first.
+func (s *Service) ListThreads(ctx context.Context, f ThreadFilter) (ThreadPage, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return ThreadPage{}, err
+	}
+	if f.Limit < 0 || f.Limit > 500 {
+		return ThreadPage{}, fmt.Errorf("limit %d must be between 1 and 500 (0 means 50): %w", f.Limit, ErrInvalid)
+	}
+	return ts.ListThreads(ctx, f)
+}
+
+// DeleteThread deletes a thread's record. A thread with an active or
+// queued run is refused: cancel its runs first.
+func (s *Service) DeleteThread(ctx context.Context, id string) error {
+	ts, err := s.threads()
+	if err != nil {
+		return err
+	}
+	if err := checkThreadID(id); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		t, err := getThread(ctx, ts, id)
+		if err != nil {
+			return err
+		}
+		if t.Active != "" || len(t.Queue) > 0 {
+			return fmt.Errorf("thread %q has run %q active and %d queued; cancel them before deleting it: %w", id, t.Active, len(t.Queue), ErrInvalidState)
+		}
+		err = ts.DeleteThread(ctx, id, t.Version)
+		if !errors.Is(err, ErrConflict) || attempt >= 50 {
+			return err
+		}
+	}
+}
+
+// current returns the step a thread's state is at: the active run's
+// latest committed step, or the head.
+func (s *Service) current(ctx context.Context, t Thread) (*StepRef, error) {
+	if t.Active != "" {
+		cp, err := s.Checkpoints.Load(ctx, t.Active, pregel.Latest)
+		switch {
+		case err == nil:
+			return &StepRef{RunID: t.Active, Step: cp.Step}, nil
+		case !errors.Is(err, pregel.ErrNotFound):
+			return nil, fmt.Errorf("load run %q: %w", t.Active, err)
+		}
+	}
+	return t.Head, nil
+}
+
+// load returns the checkpoint at ref, or nil for a nil ref.
+func (s *Service) load(ctx context.Context, ref *StepRef) (*pregel.Checkpoint, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	cp, err := s.Checkpoints.Load(ctx, ref.RunID, ref.Step)
+	if err != nil {
+		return nil, fmt.Errorf("load step %d of run %q: %w", ref.Step, ref.RunID, err)
+	}
+	return cp, nil
+}
+
+// State returns a thread's latest committed state.
+func (s *Service) State(ctx context.Context, id string) (ThreadState, error) {
+	t, err := s.GetThread(ctx, id)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	ref, err := s.current(ctx, t)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	st := ThreadState{ThreadID: id, Values: map[string]json.RawMessage{}}
+	cp, err := s.load(ctx, ref)
+	if err != nil || cp == nil {
+		return st, err
+	}
+	st.RunID, st.Step, st.Values = ref.RunID, ref.Step, cp.Values
+	for _, tr := range cp.Next {
+		st.Next = append(st.Next, tr.Node)
+	}
+	return st, nil
+}
+
+// CreateOnThread creates a run of req.Graph on a thread: it starts from the
+// thread's latest committed state with req.Input applied through the
+// channels' reducers. If the thread has an active run, req.Strategy says
+// what happens (see Strategy): reject returns a *BusyError. A run that
+// waits for the thread is returned pending.
+func (s *Service) CreateOnThread(ctx context.Context, threadID string, req ThreadRunRequest) (Run, bool, error) {
+	ts, err := s.threads()
+	if err != nil {
+		return Run{}, false, err
+	}
+	if err := checkThreadID(threadID); err != nil {
+		return Run{}, false, err
+	}
+	strategy, err := ParseStrategy(string(req.Strategy))
+	if err != nil {
+		return Run{}, false, err
+	}
+	if req.Graph == "" {
+		return Run{}, false, fmt.Errorf("graph is missing; name one of %s: %w", strings.Join(s.Graphs.names, ", "), ErrInvalid)
+	}
+	g, err := s.Graphs.lookup(req.Graph)
+	if err != nil {
+		return Run{}, false, err
+	}
+	if req.RunID == "" {
+		req.RunID = pregel.NewRunID()
+	} else if !ValidID(req.RunID) {
+		return Run{}, false, fmt.Errorf("run_id %q must be 1 to 128 letters, digits, '.', '_', ':' or '-': %w", req.RunID, ErrInvalid)
+	}
+	input, err := compactJSON(req.Input)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("input is not valid JSON: %w", ErrInvalid)
+	}
+	t, err := getThread(ctx, ts, threadID)
+	if err != nil {
+		return Run{}, false, err
+	}
+	// Check the input against the thread's state now; the run applies it
+	// to the state it starts from.
+	ref, err := s.current(ctx, t)
+	if err != nil {
+		return Run{}, false, err
+	}
+	cp, err := s.load(ctx, ref)
+	if err != nil {
+		return Run{}, false, err
+	}
+	var state map[string]json.RawMessage
+	if cp != nil {
+		state = cp.Values
+	}
+	if _, err := g.Continue(ctx, req.RunID, state, input); err != nil {
+		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
+	}
+
+	if old, err := s.Runs.GetRun(ctx, req.RunID); err == nil {
+		if old.ThreadID != threadID || old.Graph != req.Graph || !bytes.Equal(old.Input, input) {
+			return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
+		}
+		// A retry: finish what the first request may have left.
+		if err := s.startIfActive(ctx, threadID, req.RunID); err != nil {
+			return Run{}, false, err
+		}
+		r, err := s.Runs.GetRun(ctx, req.RunID)
+		return r, false, err
+	} else if !errors.Is(err, ErrNotFound) {
+		return Run{}, false, err
+	}
+
+	if t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
+		if err := s.repairClaim(ctx, threadID); err != nil {
+			return Run{}, false, err
+		}
+	}
+	var (
+		busy    string
+		claimed bool     // the run took the idle thread
+		head    *StepRef // where the thread was then
+	)
+	_, err = MutateThread(ctx, ts, threadID, func(t *Thread) error {
+		busy, claimed, head = "", false, nil
+		if t.Active == req.RunID || slices.Contains(t.Queue, req.RunID) {
+			return errClaimedYet
+		}
+		if t.Active == "" {
+			t.Active, claimed = req.RunID, true
+			if t.Head != nil {
+				h := *t.Head
+				head = &h
+			}
+			return nil
+		}
+		if strategy == StrategyReject {
+			return &BusyError{Thread: threadID, ActiveRun: t.Active}
+		}
+		busy = t.Active
+		t.Queue = append(t.Queue, req.RunID)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errClaimedYet) {
+		return Run{}, false, err
+	}
+	now := s.now()
+	rec := Run{
+		ID: req.RunID, Graph: req.Graph, Status: pregel.RunPending, Input: input, ContextID: threadID, ThreadID: threadID, CreatedAt: now, UpdatedAt: now,
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}},
+	}
+	if claimed {
+		// The thread's head cannot move while the run holds it.
+		rec.Base = head
+	}
+	r, created, err := s.Runs.CreateRun(ctx, rec)
+	if err != nil {
+		s.unclaim(ctx, threadID, req.RunID)
+		return Run{}, false, fmt.Errorf("store run: %w", err)
+	}
+	if !created && (r.ThreadID != threadID || r.Graph != req.Graph || !bytes.Equal(r.Input, input)) {
+		return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
+	}
+	if claimed && created {
+		// The common case: start it with what this call knows.
+		if err := s.start(ctx, g, r, head); err != nil {
+			return Run{}, false, err
+		}
+		return r, true, nil
+	}
+	if busy != "" {
+		if err := s.supersede(ctx, busy, req.RunID, strategy); err != nil {
+			return Run{}, false, err
+		}
+	}
+	if err := s.startIfActive(ctx, threadID, req.RunID); err != nil {
+		return Run{}, false, err
+	}
+	r, err = s.Runs.GetRun(ctx, req.RunID)
+	return r, created, err
+}
+
+// unclaim takes a run that could not be stored off its thread.
+func (s *Service) unclaim(ctx context.Context, threadID, runID string) {
+	var next string
+	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
+		next = ""
+		switch {
+		case t.Active == runID:
+			if len(t.Queue) > 0 {
+				next, t.Queue = t.Queue[0], t.Queue[1:]
+			}
+			t.Active = next
+		case slices.Contains(t.Queue, runID):
+			t.Queue = slices.DeleteFunc(t.Queue, func(id string) bool { return id == runID })
+		default:
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		s.logger().Error("take a run that could not be stored off its thread", "thread_id", threadID, "run_id", runID, "err", err)
+		return
+	}
+	if next != "" {
+		if err := s.startIfActive(ctx, threadID, next); err != nil {
+			s.logger().Error("start the next run of a thread", "thread_id", threadID, "run_id", next, "err", err)
+		}
+	}
+}
+
+// supersede applies an interrupt or rollback strategy to the run active
+// when run newID arrived.
+func (s *Service) supersede(ctx context.Context, activeID, newID string, strategy Strategy) error {
+	if strategy != StrategyInterrupt && strategy != StrategyRollback {
+		return nil
+	}
+	reason := fmt.Sprintf("interrupted by run %s on its thread", newID)
+	// The active run's creator may not have stored it yet: it claimed
+	// the thread a moment ago. Wait for its record a little.
+	for wait := time.Millisecond; wait < time.Second; wait *= 2 {
+		if _, err := s.Runs.GetRun(ctx, activeID); !errors.Is(err, ErrNotFound) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	r, err := s.mutateRun(ctx, activeID, func(r *Run) error {
+		if r.SupersededBy != "" {
+			return errStop // an earlier arrival did it
+		}
+		switch r.Status {
+		case pregel.RunPending, pregel.RunRunning:
+			r.SupersededBy = newID
+			if strategy == StrategyInterrupt {
+				if !r.DrainRequested && !r.CancelRequested {
+					r.DrainRequested, r.DrainReason = true, reason
+				}
+			} else {
+				r.CancelRequested, r.Discarded = true, true
+			}
+		case pregel.RunInterrupted, pregel.RunDrained:
+			r.SupersededBy = newID
+			if strategy == StrategyRollback {
+				r.Status, r.Interrupts, r.Resume, r.Discarded = pregel.RunCancelled, nil, nil, true
+			}
+		default:
+			return errStop // it has ended; its end releases the thread
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s run %q: %w", strategy, activeID, err)
+	}
+	if r.Status == pregel.RunPending || r.Status == pregel.RunRunning {
+		s.Dispatcher.Signal(ctx, r)
+		return nil
+	}
+	return s.RunStopped(ctx, r)
+}
+
+// startIfActive starts run runID if it holds its thread and has not
+// started: it builds its step 0 from the thread's head and its input,
+// commits it and dispatches the run. It is idempotent.
+func (s *Service) startIfActive(ctx context.Context, threadID, runID string) error {
+	t, err := s.Threads.GetThread(ctx, threadID)
+	if err != nil || t.Active != runID {
+		return err
+	}
+	r, err := s.Runs.GetRun(ctx, runID)
+	if errors.Is(err, ErrNotFound) {
+		return nil // its creator has not stored it yet, and will start it
+	}
+	if err != nil {
+		return err
+	}
+	if r.Status.Terminal() {
+		return s.RunStopped(ctx, r)
+	}
+	if r.Status != pregel.RunPending {
+		return nil
+	}
+	if r.CancelRequested {
+		r, err = s.mutateRun(ctx, runID, func(r *Run) error {
+			if r.Status != pregel.RunPending {
+				return errStop
+			}
+			r.Status, r.CancelRequested = pregel.RunCancelled, false
+			return nil
+		})
+		if errors.Is(err, errStop) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return s.RunStopped(ctx, r)
+	}
+	if _, err := s.Checkpoints.Load(ctx, runID, 0); err == nil {
+		return s.Dispatcher.Dispatch(ctx, r) // started before; dispatch again
+	} else if !errors.Is(err, pregel.ErrNotFound) {
+		return err
+	}
+	g, err := s.Graphs.lookup(r.Graph)
+	if err != nil {
+		return s.failStart(ctx, r, err.Error())
+	}
+	base := t.Head
+	if base != nil && r.Base == nil {
+		if r, err = s.mutateRun(ctx, runID, func(r *Run) error {
+			b := *base
+			r.Base = &b
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return s.start(ctx, g, r, base)
+}
+
+// start builds the step 0 of run r, which holds its thread and has base
+// (the thread's head) as its Base, commits it and dispatches the run.
+func (s *Service) start(ctx context.Context, g *pregel.Graph, r Run, base *StepRef) error {
+	cp0, err := s.load(ctx, base)
+	if err != nil {
+		return err
+	}
+	var state map[string]json.RawMessage
+	if cp0 != nil {
+		state = cp0.Values
+	}
+	cp, err := g.Continue(ctx, r.ID, state, r.Input)
+	if err != nil {
+		return s.failStart(ctx, r, strings.TrimPrefix(err.Error(), "pregel: invalid input: "))
+	}
+	if err := s.seed(ctx, cp, base); err != nil && !errors.Is(err, pregel.ErrStepConflict) {
+		return fmt.Errorf("store step 0: %w", err)
+	}
+	if err := s.Dispatcher.Dispatch(ctx, r); err != nil {
+		return fmt.Errorf("dispatch run: %w", err)
+	}
+	return nil
+}
+
+// failStart fails a run whose input does not fit the state it would start
+// from, and passes the thread on.
+func (s *Service) failStart(ctx context.Context, r Run, msg string) error {
+	r, err := s.mutateRun(ctx, r.ID, func(r *Run) error {
+		if r.Status != pregel.RunPending {
+			return errStop
+		}
+		r.Status, r.Error = pregel.RunFailed, msg
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.RunStopped(ctx, r)
+}
+
+// seed commits a thread run's step 0.
+func (s *Service) seed(ctx context.Context, cp *pregel.Checkpoint, base *StepRef) error {
+	if sd, ok := s.Checkpoints.(Seeder); ok && base != nil {
+		return sd.CommitFrom(ctx, cp, *base)
+	}
+	// Write what the run inherits again.
+	full := *cp
+	full.Versions = maps.Clone(cp.Versions)
+	for ch, v := range full.Versions {
+		if v == pregel.Inherited {
+			full.Versions[ch] = 0
+		}
+	}
+	return s.Checkpoints.Commit(ctx, &full)
+}
+
+// RunStopped passes a run's thread on when the run has left it: it
+// completed, failed or was cancelled, or it is paused (drained,
+// interrupted) and a newer run superseded it. The thread's head becomes
+// the run's last committed step (the step it started from if it was
+// rolled back), and the first queued run, if any, becomes active and
+// starts. Executors call it when a run stops; it is idempotent and does
+// nothing for runs without a thread.
+func (s *Service) RunStopped(ctx context.Context, r Run) error {
+	if r.ThreadID == "" || s.Threads == nil {
+		return nil
+	}
+	switch r.Status {
+	case pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
+	case pregel.RunDrained, pregel.RunInterrupted:
+		if r.SupersededBy == "" {
+			return nil // it holds the thread until resumed or cancelled
+		}
+	default:
+		return nil
+	}
+	head := r.Base
+	if !r.Discarded {
+		cp, err := s.Checkpoints.Load(ctx, r.ID, pregel.Latest)
+		switch {
+		case err == nil:
+			head = &StepRef{RunID: r.ID, Step: cp.Step}
+		case !errors.Is(err, pregel.ErrNotFound):
+			return fmt.Errorf("load run %q: %w", r.ID, err)
+		}
+	}
+	var next string
+	_, err := MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
+		next = ""
+		if t.Active != r.ID {
+			return errNotActive
+		}
+		t.Head = head
+		if len(t.Queue) > 0 {
+			next, t.Queue = t.Queue[0], t.Queue[1:]
+		}
+		t.Active = next
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNotActive) || errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("pass thread %q on from run %q: %w", r.ThreadID, r.ID, err)
+	}
+	if next == "" {
+		return nil
+	}
+	return s.startIfActive(ctx, r.ThreadID, next)
+}
+
+// ThreadRuns lists the runs of a thread, newest first: the runs whose
+// ContextID is the thread's id (a run on a thread has it as its context).
+func (s *Service) ThreadRuns(ctx context.Context, id string, f Filter) (Page, error) {
+	if _, err := s.GetThread(ctx, id); err != nil {
+		return Page{}, err
+	}
+	f.ContextID = id
+	return s.List(ctx, f)
+}
+
+// cancelQueued cancels a run that waits in its thread's queue: it leaves
+// the queue and is cancelled at once. ok is false for other runs.
+func (s *Service) cancelQueued(ctx context.Context, id string) (Run, bool, error) {
+	if s.Threads == nil {
+		return Run{}, false, nil
+	}
+	r, err := s.Runs.GetRun(ctx, id)
+	if err != nil || r.ThreadID == "" || r.Status != pregel.RunPending {
+		return Run{}, false, nil
+	}
+	_, err = MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
+		if !slices.Contains(t.Queue, id) {
+			return errStop
+		}
+		t.Queue = slices.DeleteFunc(t.Queue, func(q string) bool { return q == id })
+		return nil
+	})
+	switch {
+	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):
+		return Run{}, false, nil
+	case err != nil:
+		return Run{}, false, fmt.Errorf("take run %q off its thread's queue: %w", id, err)
+	}
+	r, err = s.mutateRun(ctx, id, func(r *Run) error {
+		r.Status, r.CancelRequested = pregel.RunCancelled, false
+		return nil
+	})
+	return r, true, err
+}
+
+// MaxHistory bounds the steps of one ThreadHistory call.
+const MaxHistory = 500
+
+// ThreadHistory lists the committed steps of a thread, newest first: the
+// steps of its active or last run, then those of the run it started from
+// up to the step it started from, and so on; steps discarded by a
+// rollback are not in it. limit bounds the list (default 20, at most
+// MaxHistory).
+func (s *Service) ThreadHistory(ctx context.Context, id string, limit int) ([]ThreadStep, error) {
+	if limit < 0 || limit > MaxHistory {
+		return nil, fmt.Errorf("limit %d must be between 1 and %d (0 means 20): %w", limit, MaxHistory, ErrInvalid)
+	}
+	if limit == 0 {
+		limit = 20
+	}
+	t, err := s.GetThread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := s.current(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	out := []ThreadStep{}
+	for ref != nil && len(out) < limit {
+		r, err := s.Runs.GetRun(ctx, ref.RunID)
+		if err != nil {
+			return nil, fmt.Errorf("thread %q: run %q: %w", id, ref.RunID, err)
+		}
+		for step := ref.Step; step >= 0 && len(out) < limit; step-- {
+			cp, err := s.Checkpoints.Load(ctx, ref.RunID, step)
+			if err != nil {
+				return nil, fmt.Errorf("thread %q: load step %d of run %q: %w", id, step, ref.RunID, err)
+			}
+			out = append(out, ThreadStep{RunID: ref.RunID, Graph: cp.Graph, StepInfo: cp.Info(), Values: cp.Values})
+		}
+		ref = r.Base
+	}
+	return out, nil
+}
+
+// lineageHas reports whether step of run is in the history of the thread
+// whose state is at ref.
+func (s *Service) lineageHas(ctx context.Context, ref *StepRef, run string, step int) (bool, error) {
+	for n := 0; ref != nil; n++ {
+		if ref.RunID == run {
+			return step <= ref.Step, nil
+		}
+		if n > 100_000 {
+			return false, errors.New("thread lineage too long")
+		}
+		r, err := s.Runs.GetRun(ctx, ref.RunID)
+		if err != nil {
+			return false, err
+		}
+		ref = r.Base
+	}
+	return false, nil
+}
+
+// ForkRequest asks for a new thread that starts at a step of another.
+type ForkRequest struct {
+	// RunID and Step name a step in the source thread's history; an
+	// empty RunID forks the thread's current state.
+	RunID string `json:"run_id,omitempty"`
+	Step  *int   `json:"step,omitempty"`
+	// ThreadID names the new thread (empty: a new id); Metadata is kept
+	// with it.
+	ThreadID string          `json:"thread_id,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// Fork creates a thread whose state is a step of thread id's history:
+// runs on it continue from there, and the source thread is unchanged.
+// Nothing is copied: the new thread refers to the step.
+func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (Thread, error) {
+	src, err := s.GetThread(ctx, id)
+	if err != nil {
+		return Thread{}, err
+	}
+	cur, err := s.current(ctx, src)
+	if err != nil {
+		return Thread{}, err
+	}
+	var head *StepRef
+	switch {
+	case req.RunID == "" && req.Step != nil:
+		return Thread{}, fmt.Errorf("step %d needs the run_id it belongs to; the thread's history lists both: %w", *req.Step, ErrInvalid)
+	case req.RunID == "":
+		head = cur
+	default:
+		step := pregel.Latest
+		if req.Step != nil {
+			step = *req.Step
+		}
+		if step < 0 && req.Step != nil {
+			return Thread{}, fmt.Errorf("step %d is not a step; steps count from 0: %w", step, ErrInvalid)
+		}
+		if step == pregel.Latest {
+			cp, err := s.Checkpoints.Load(ctx, req.RunID, pregel.Latest)
+			if err != nil {
+				return Thread{}, fmt.Errorf("thread %q has no run %q; its history lists its runs and steps: %w", id, req.RunID, ErrNotFound)
+			}
+			step = cp.Step
+		}
+		ok, err := s.lineageHas(ctx, cur, req.RunID, step)
+		if err != nil {
+			return Thread{}, err
+		}
+		if ok {
+			_, err = s.Checkpoints.Load(ctx, req.RunID, step)
+		}
+		if !ok || errors.Is(err, pregel.ErrNotFound) {
+			return Thread{}, fmt.Errorf("thread %q has no step %d of run %q in its history; its history lists the steps it has: %w", id, step, req.RunID, ErrNotFound)
+		}
+		if err != nil {
+			return Thread{}, err
+		}
+		head = &StepRef{RunID: req.RunID, Step: step}
+	}
+	t, created, err := s.CreateThread(ctx, CreateThreadRequest{ThreadID: req.ThreadID, Metadata: req.Metadata})
+	if err != nil {
+		return Thread{}, err
+	}
+	if !created {
+		if (t.Head == nil) != (head == nil) || (head != nil && *t.Head != *head) {
+			return Thread{}, fmt.Errorf("thread %q exists already; choose another thread_id for the fork: %w", t.ID, ErrConflict)
+		}
+		return t, nil
+	}
+	if head == nil {
+		return t, nil
+	}
+	return MutateThread(ctx, s.Threads, t.ID, func(t *Thread) error {
+		h := *head
+		t.Head = &h
+		return nil
+	})
+}
+
+// UpdateStateRequest writes values to a thread's state as a node would.
+type UpdateStateRequest struct {
+	// Graph gives the channels and their reducers.
+	Graph string `json:"graph"`
+	// AsNode names the node of Graph the update is recorded as.
+	AsNode string          `json:"as_node"`
+	Values json.RawMessage `json:"values"`
+}
+
+// UpdateState writes values to an idle thread's state through the
+// channels' reducers, as node req.AsNode would have written them: it is
+// recorded as a run of one step (step 0, the node completed) in the
+// thread's history, and the next run starts from it. A thread with an
+// active run is refused with a *BusyError.
+func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateRequest) (ThreadState, error) {
+	if _, err := s.GetThread(ctx, id); err != nil {
+		return ThreadState{}, err
+	}
+	if req.Graph == "" {
+		return ThreadState{}, fmt.Errorf("graph is missing; name one of %s: %w", strings.Join(s.Graphs.names, ", "), ErrInvalid)
+	}
+	g, err := s.Graphs.lookup(req.Graph)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	if req.AsNode == "" {
+		return ThreadState{}, fmt.Errorf("as_node is missing; name the node of graph %q the update is written as: %w", req.Graph, ErrInvalid)
+	}
+	if _, ok := g.Node(req.AsNode); !ok {
+		var names []string
+		for _, n := range g.Nodes() {
+			names = append(names, n.ID)
+		}
+		return ThreadState{}, fmt.Errorf("graph %q has no node %q; nodes are %s: %w", req.Graph, req.AsNode, strings.Join(names, ", "), ErrInvalid)
+	}
+	values, err := compactJSON(req.Values)
+	if err != nil || values[0] != '{' {
+		return ThreadState{}, fmt.Errorf("values must be a JSON object of channel values: %w", ErrInvalid)
+	}
+	if string(values) == "{}" {
+		return ThreadState{}, fmt.Errorf("values is empty; give the channels to write: %w", ErrInvalid)
+	}
+	runID := pregel.NewRunID()
+	t, err := s.Threads.GetThread(ctx, id)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	if t.Active != "" {
+		return ThreadState{}, &BusyError{Thread: id, ActiveRun: t.Active}
+	}
+	head := t.Head
+	cp0, err := s.load(ctx, head)
+	if err != nil {
+		return ThreadState{}, err
+	}
+	var state map[string]json.RawMessage
+	if cp0 != nil {
+		state = cp0.Values
+	}
+	cp, err := g.Continue(ctx, runID, state, values)
+	if err != nil {
+		return ThreadState{}, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
+	}
+	cp.Next = nil
+	cp.Tasks = []pregel.TaskStatus{{TaskID: "update", Node: req.AsNode, Status: pregel.NodeCompleted}}
+	cp.Counters.Completed = 1
+
+	// Claim the thread now that the update is known to be valid.
+	_, err = MutateThread(ctx, s.Threads, id, func(t *Thread) error {
+		if t.Active != "" {
+			return &BusyError{Thread: id, ActiveRun: t.Active}
+		}
+		if (t.Head == nil) != (head == nil) || (head != nil && *t.Head != *head) {
+			return fmt.Errorf("thread %q changed while its state was being updated; try again: %w", id, ErrConflict)
+		}
+		t.Active = runID
+		return nil
+	})
+	if err != nil {
+		return ThreadState{}, err
+	}
+	now := s.now()
+	r := Run{ID: runID, Graph: req.Graph, Status: pregel.RunPending, Input: values, ContextID: id, ThreadID: id, AsNode: req.AsNode, Base: head, CreatedAt: now, UpdatedAt: now,
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}}
+	if _, _, err := s.Runs.CreateRun(ctx, r); err != nil {
+		s.unclaim(ctx, id, runID)
+		return ThreadState{}, fmt.Errorf("store update: %w", err)
+	}
+	if err := s.seed(ctx, cp, head); err != nil {
+		s.unclaim(ctx, id, runID)
+		return ThreadState{}, fmt.Errorf("store update: %w", err)
+	}
+	r, err = s.mutateRun(ctx, runID, func(r *Run) error {
+		r.Status, r.Counters = pregel.RunCompleted, cp.Counters
+		return nil
+	})
+	if err != nil {
+		return ThreadState{}, err
+	}
+	if err := s.RunStopped(ctx, r); err != nil {
+		return ThreadState{}, err
+	}
+	return s.State(ctx, id)
+}
+
+// StartThreadRun starts a run of a thread that holds its thread and has
+// not started (its step 0 is not stored), as after a crash between its
+// claim and its start; a run still waiting in the queue is left alone.
+// Executors call it for thread runs they find without a step 0
+// (SchedulerConfig.StartThreadRun).
+func (s *Service) StartThreadRun(ctx context.Context, r Run) error {
+	if r.ThreadID == "" || s.Threads == nil {
+		return nil
+	}
+	return s.startIfActive(ctx, r.ThreadID, r.ID)
+}
+
+// StaleClaim is how long a thread may name as active a run that has no
+// record before a new run may take the thread: the run's creator stopped
+// (crashed) between claiming the thread and storing the run.
+const StaleClaim = time.Minute
+
+// repairClaim stores the thread without a stale claim (dropStaleClaim)
+// and starts the run put in its place.
+func (s *Service) repairClaim(ctx context.Context, threadID string) error {
+	var promoted string
+	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
+		before := t.Active
+		promoted = s.dropStaleClaim(ctx, t)
+		if t.Active == before {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if promoted == "" {
+		return nil
+	}
+	return s.startIfActive(ctx, threadID, promoted)
+}
+
+// dropStaleClaim takes off t a claim left by a creator that stopped
+// before storing its run: the active run, if its record does not exist and
+// the thread has not changed for StaleClaim, with the next queued run in
+// its place, which it returns (to be started once t is stored).
+func (s *Service) dropStaleClaim(ctx context.Context, t *Thread) (promoted string) {
+	for t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
+		_, err := s.Runs.GetRun(ctx, t.Active)
+		if !errors.Is(err, ErrNotFound) {
+			return promoted // the run exists (or cannot be read): the claim stands
+		}
+		s.logger().Warn("thread claimed by a run that was never stored; passing it on", "thread_id", t.ID, "run_id", t.Active)
+		t.Active, promoted = "", ""
+		if len(t.Queue) > 0 {
+			t.Active, t.Queue = t.Queue[0], t.Queue[1:]
+			promoted = t.Active
+		}
+	}
+	return promoted
+}
