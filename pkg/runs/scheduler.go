@@ -35,6 +35,8 @@ type SchedulerConfig struct {
 	// Logger receives what cannot be reported to a caller (default
 	// slog.Default()).
 	Logger *slog.Logger
+	// Tracer, when set, traces each execution of a run.
+	Tracer Tracer
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -56,6 +58,7 @@ type Scheduler struct {
 	checkpoints pregel.Checkpointer
 	concurrency int
 	log         *slog.Logger
+	tracer      Tracer
 
 	mu     sync.Mutex
 	state  schedState
@@ -107,6 +110,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		checkpoints: cfg.Checkpoints,
 		concurrency: cfg.Concurrency,
 		log:         cfg.Logger,
+		tracer:      cfg.Tracer,
 		queued:      make(map[string]bool),
 		active:      make(map[string]*execution),
 		subs:        make(map[string]map[*subscriber]struct{}),
@@ -457,6 +461,9 @@ func (s *Scheduler) execute(ex *execution) {
 		pregel.WithStore(s.checkpoints),
 		pregel.WithControl(ex.ctl),
 		pregel.WithObserver(s.observer(ex, r)),
+	}
+	if s.tracer != nil {
+		opts = append(opts, s.tracer.RunOptions(ctx, r)...)
 	}
 	var res *pregel.Result
 	_, err = s.checkpoints.Load(ctx, r.ID, 0)

@@ -47,6 +47,7 @@ import (
 	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/tick"
+	"github.com/superstep/superstep/pkg/tracing"
 )
 
 // Environment variables read by [ConfigFromEnv].
@@ -151,6 +152,9 @@ type Options struct {
 	// MaxBodyBytes bounds HTTP request bodies (default
 	// api.DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// Tracer, when set, traces runs, ticks and node tasks, and carries
+	// the trace context in the queues' messages (see pkg/tracing).
+	Tracer *tracing.Tracer
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -171,6 +175,8 @@ type App struct {
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
+	// Tracer traces runs (nil: tracing is off).
+	Tracer *tracing.Tracer
 }
 
 // New wires an App.
@@ -187,7 +193,11 @@ func New(o Options) (*App, error) {
 	}
 	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table)
 	sqsClient := sqs.NewFromConfig(o.AWS)
-	queue := sqsqueue.New(sqsClient, o.Config.TickQueueURL, o.Config.NodeQueueURL)
+	var queueOpts []sqsqueue.Option
+	if o.Tracer != nil {
+		queueOpts = append(queueOpts, sqsqueue.WithMessageAttributes(o.Tracer.MessageAttributes))
+	}
+	queue := sqsqueue.New(sqsClient, o.Config.TickQueueURL, o.Config.NodeQueueURL, queueOpts...)
 	ticks := &tick.Handler{
 		Graphs:      o.Graphs,
 		Runs:        store,
@@ -209,6 +219,9 @@ func New(o Options) (*App, error) {
 		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
 		Logger:      log,
 	}
+	if o.Tracer != nil {
+		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
+	}
 	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log})
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
@@ -223,13 +236,16 @@ func New(o Options) (*App, error) {
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
+		Tracer:  o.Tracer,
 	}, nil
 }
 
 // FromEnv wires the App of a Lambda function: the Config from the
 // environment, the AWS configuration from the SDK's default chain (which
 // honours AWS_ENDPOINT_URL and AWS_REGION), the graphs every superstep
-// binary serves, and a JSON logger on stdout (CloudWatch Logs).
+// binary serves, a JSON logger on stdout (CloudWatch Logs), and tracing
+// when the OTEL_* variables turn it on (see pkg/tracing; log records then
+// carry trace_id and span_id).
 func FromEnv(ctx context.Context) (*App, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -243,7 +259,15 @@ func FromEnv(ctx context.Context) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serverless: %w", err)
 	}
-	return New(Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: NewLogger(os.Stdout, cfg.LogLevel)})
+	tr, err := tracing.FromEnv(ctx, "superstep")
+	if err != nil {
+		return nil, fmt.Errorf("serverless: %w", err)
+	}
+	log := NewLogger(os.Stdout, cfg.LogLevel)
+	if tr != nil {
+		log = slog.New(tracing.NewLogHandler(log.Handler()))
+	}
+	return New(Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: tr})
 }
 
 // NewLogger returns a JSON logger writing to w at level.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 )
@@ -18,5 +19,30 @@ func Main(function string, pick func(*App) any) {
 		slog.Error("superstep "+function+": cannot start", "err", err)
 		os.Exit(1)
 	}
-	lambda.Start(pick(app))
+	h := lambda.NewHandler(pick(app))
+	if app.Tracer == nil {
+		lambda.Start(h)
+		return
+	}
+	// The runtime freezes the process between invocations: export each
+	// invocation's spans before it returns, and what is left on SIGTERM.
+	lambda.StartWithOptions(flushing{h, app}, lambda.WithEnableSIGTERM(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_ = app.Tracer.Shutdown(ctx)
+	}))
+}
+
+// flushing exports the spans of each invocation before returning.
+type flushing struct {
+	next lambda.Handler
+	app  *App
+}
+
+func (f flushing) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := f.next.Invoke(ctx, payload)
+	if ferr := f.app.Tracer.Flush(ctx); ferr != nil {
+		f.app.Logger.WarnContext(ctx, "export the invocation's spans", "err", ferr)
+	}
+	return out, err
 }
