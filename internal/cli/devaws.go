@@ -99,6 +99,11 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 	if err != nil {
 		return failed(err)
 	}
+	tr, err := startTracing(ctx, &log)
+	if err != nil {
+		return badInput(err)
+	}
+	defer tr.Shutdown(context.WithoutCancel(ctx))
 
 	var cfg serverless.Config
 	if af.create {
@@ -125,7 +130,7 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 		}
 	}
 	cfg.APIToken = cmp.Or(f.token, env.getenv(serverless.EnvAPIToken))
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody})
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody, Tracer: tr})
 	if err != nil {
 		return badInput(err)
 	}

@@ -609,8 +609,9 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	} else if !ok {
 		return ErrClaimed
 	}
-	tctx, end := h.startTask(ctx, run, *task)
-	res := g.Execute(tctx, *task, cp.Values, resume)
+	// The task's span stays in ctx: the commit tick sent below links to it.
+	ctx, end := h.startTask(ctx, run, *task)
+	res := g.Execute(ctx, *task, cp.Values, resume)
 	end(res)
 	if err := ctx.Err(); err != nil {
 		return err
