@@ -23,6 +23,7 @@ type runConfig struct {
 	store     Checkpointer
 	control   *Control
 	observer  Observer
+	taskCtx   TaskContextFunc
 	resumeAll json.RawMessage
 	resumeIDs map[string]json.RawMessage
 	resumeErr error
@@ -38,8 +39,29 @@ func WithStore(s Checkpointer) RunOption { return func(c *runConfig) { c.store =
 // WithControl lets the caller drain or cancel the run.
 func WithControl(ctl *Control) RunOption { return func(c *runConfig) { c.control = ctl } }
 
-// WithObserver receives the run's events.
-func WithObserver(o Observer) RunOption { return func(c *runConfig) { c.observer = o } }
+// WithObserver receives the run's events. Given more than once, every
+// observer receives them, in the order given.
+func WithObserver(o Observer) RunOption {
+	return func(c *runConfig) {
+		switch prev := c.observer; {
+		case o == nil:
+		case prev == nil:
+			c.observer = o
+		default:
+			c.observer = func(ev Event) { prev(ev); o(ev) }
+		}
+	}
+}
+
+// TaskContextFunc derives the context a task's node runs with from the
+// run's context, and returns a function to call with the task's result
+// once it is recorded. Tracing uses it to run each node inside its span,
+// so that spans and logs a node makes belong to it.
+type TaskContextFunc func(ctx context.Context, t Task) (context.Context, func(TaskResult))
+
+// WithTaskContext sets the function that derives each task's context (see
+// [TaskContextFunc]). Without it, tasks run with the run's context.
+func WithTaskContext(fn TaskContextFunc) RunOption { return func(c *runConfig) { c.taskCtx = fn } }
 
 // WithResume answers every pending interrupt of the run with v.
 func WithResume(v any) RunOption {
@@ -447,8 +469,15 @@ func (g *Graph) runTask(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 	if em.fn != nil {
 		ectx = WithEventSink(ctx, em.emit)
 	}
+	var done func(TaskResult)
+	if cfg.taskCtx != nil {
+		ectx, done = cfg.taskCtx(ectx, t)
+	}
 	res, _ := g.execute(ectx, t, cp.Values, resume)
 	if ctx.Err() != nil {
+		if done != nil {
+			done(res)
+		}
 		return res, nil
 	}
 	var err error
@@ -459,6 +488,9 @@ func (g *Graph) runTask(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 		} else {
 			res = stored
 		}
+	}
+	if done != nil {
+		done(res)
 	}
 	if em.fn != nil {
 		em.emit(Event{Type: EventNodeFinished, Step: t.Step, Node: t.Node(), TaskID: t.ID, Status: res.Status, Reason: res.Reason, Error: res.Error, Attempts: res.Attempts, Writes: res.Writes, Interrupts: res.Interrupts})

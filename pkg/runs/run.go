@@ -82,6 +82,10 @@ type Run struct {
 	// Version increases with every update; stores use it for optimistic
 	// concurrency.
 	Version int64 `json:"version"`
+	// Trace is the trace context of the run's root span (W3C
+	// traceparent, tracestate), set when the run is created with tracing
+	// on, so that everything that executes the run joins its trace.
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // ResumeRequest answers a run's interrupts: Value answers all of them,

@@ -48,6 +48,8 @@ type SchedulerConfig struct {
 	// queue, and its thread starts it (Service.StartThreadRun). Without
 	// it, such a run is left pending.
 	StartThreadRun func(ctx context.Context, r Run) error
+	// Tracer, when set, traces each execution of a run.
+	Tracer Tracer
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -71,6 +73,7 @@ type Scheduler struct {
 	log         *slog.Logger
 	onStop      func(ctx context.Context, r Run) error
 	startThread func(ctx context.Context, r Run) error
+	tracer      Tracer
 
 	mu     sync.Mutex
 	state  schedState
@@ -129,6 +132,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		log:         cfg.Logger,
 		onStop:      cfg.OnStop,
 		startThread: cfg.StartThreadRun,
+		tracer:      cfg.Tracer,
 		queued:      make(map[string]bool),
 		active:      make(map[string]*execution),
 		subs:        make(map[string]map[*subscriber]struct{}),
@@ -520,6 +524,9 @@ func (s *Scheduler) execute(ex *execution) {
 		pregel.WithStore(s.checkpoints),
 		pregel.WithControl(ex.ctl),
 		pregel.WithObserver(s.observer(ex, r)),
+	}
+	if s.tracer != nil {
+		opts = append(opts, s.tracer.RunOptions(ctx, r)...)
 	}
 	var res *pregel.Result
 	_, err = s.checkpoints.Load(ctx, r.ID, 0)

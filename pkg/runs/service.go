@@ -79,6 +79,8 @@ type Service struct {
 	Logger     *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Tracer, when set, starts the root span of each run created.
+	Tracer Tracer
 }
 
 func (s *Service) now() time.Time {
@@ -133,10 +135,16 @@ func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (
 		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: "), ErrInvalid)
 	}
 	now := s.now()
-	r, created, err = s.Runs.CreateRun(ctx, Run{
+	run := Run{
 		ID: req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now,
 		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}, Messages: appendMessage(nil, req.Message),
-	})
+	}
+	if s.Tracer != nil {
+		var end func(error)
+		ctx, end = s.Tracer.StartRun(ctx, &run)
+		defer func() { end(err) }()
+	}
+	r, created, err = s.Runs.CreateRun(ctx, run)
 	if err != nil {
 		return Run{}, false, fmt.Errorf("store run: %w", err)
 	}

@@ -48,6 +48,7 @@ import (
 	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/tick"
+	"github.com/superstep/superstep/pkg/tracing"
 )
 
 // Environment variables read by [ConfigFromEnv].
@@ -155,6 +156,9 @@ type Options struct {
 	// Middleware, when set, wraps the HTTP API (ServeHTTP and the API
 	// Gateway requests of HandleAPI), e.g. to log requests.
 	Middleware func(http.Handler) http.Handler
+	// Tracer, when set, traces runs, ticks and node tasks, and carries
+	// the trace context in the queues' messages (see pkg/tracing).
+	Tracer *tracing.Tracer
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -178,6 +182,8 @@ type App struct {
 
 	// handler is API, its agent cards public, behind Options.Middleware.
 	handler http.Handler
+	// Tracer traces runs (nil: tracing is off).
+	Tracer *tracing.Tracer
 }
 
 // New wires an App.
@@ -194,7 +200,11 @@ func New(o Options) (*App, error) {
 	}
 	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table)
 	sqsClient := sqs.NewFromConfig(o.AWS)
-	queue := sqsqueue.New(sqsClient, o.Config.TickQueueURL, o.Config.NodeQueueURL)
+	var queueOpts []sqsqueue.Option
+	if o.Tracer != nil {
+		queueOpts = append(queueOpts, sqsqueue.WithMessageAttributes(o.Tracer.MessageAttributes))
+	}
+	queue := sqsqueue.New(sqsClient, o.Config.TickQueueURL, o.Config.NodeQueueURL, queueOpts...)
 	ticks := &tick.Handler{
 		Graphs:      o.Graphs,
 		Runs:        store,
@@ -216,6 +226,9 @@ func New(o Options) (*App, error) {
 		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
 		Logger:      log,
 	}
+	if o.Tracer != nil {
+		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
+	}
 	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log})
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
@@ -236,6 +249,7 @@ func New(o Options) (*App, error) {
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
+		Tracer:  o.Tracer,
 	}, nil
 }
 
@@ -244,6 +258,8 @@ func New(o Options) (*App, error) {
 // o.Config is kept when API_TOKEN is unset), o.AWS from the SDK's default
 // chain (which honours AWS_ENDPOINT_URL and AWS_REGION), and o.Logger, if
 // nil, is a JSON logger on stdout (CloudWatch Logs) at LOG_LEVEL.
+// Tracing is on when the OTEL_* variables turn it on (see pkg/tracing);
+// log records then carry trace_id and span_id.
 func FromEnv(ctx context.Context, o Options) (*App, error) {
 	cfg, err := ConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -258,6 +274,16 @@ func FromEnv(ctx context.Context, o Options) (*App, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = NewLogger(os.Stdout, cfg.LogLevel)
+	}
+	if o.Tracer == nil {
+		tr, err := tracing.FromEnv(ctx, "superstep")
+		if err != nil {
+			return nil, fmt.Errorf("serverless: %w", err)
+		}
+		if tr != nil {
+			o.Tracer = tr
+			o.Logger = slog.New(tracing.NewLogHandler(o.Logger.Handler()))
+		}
 	}
 	return New(o)
 }

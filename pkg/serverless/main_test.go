@@ -32,6 +32,7 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
+	"github.com/superstep/superstep/pkg/tracing"
 )
 
 // moto is the emulator the tests of this package share; each test has
@@ -88,6 +89,8 @@ type stackOptions struct {
 	token      string // the HTTP API's bearer token (Config.APIToken)
 	// work is called by every execution of remote-fanout's work tasks.
 	work func(ctx context.Context)
+	// tracer, when set, traces the stack.
+	tracer *tracing.Tracer
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -119,7 +122,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work)
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log})
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
 	}

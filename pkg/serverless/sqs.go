@@ -60,6 +60,10 @@ func (a *App) batch(ctx context.Context, kind string, ev events.SQSEvent, fn fun
 	var resp events.SQSEventResponse
 	for i, m := range ev.Records {
 		log := a.Logger.With("handler", kind, "message_id", m.MessageId, "receive_count", m.Attributes["ApproximateReceiveCount"])
+		ctx := ctx
+		if a.Tracer != nil {
+			ctx = a.Tracer.FromMessage(ctx, m)
+		}
 		err := fn(ctx, m)
 		if err == nil {
 			continue

@@ -27,6 +27,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/superstep/superstep/pkg/tick"
 )
@@ -46,14 +47,37 @@ type Queue struct {
 	client  Sender
 	tickURL string
 	taskURL string
+	attrs   func(context.Context) map[string]types.MessageAttributeValue
+}
+
+// Option configures [New].
+type Option func(*Queue)
+
+// WithMessageAttributes sets the function that gives each message its
+// attributes, from the context it is sent with: tracing uses it to carry
+// the trace context (see tracing.Tracer.MessageAttributes).
+func WithMessageAttributes(fn func(context.Context) map[string]types.MessageAttributeValue) Option {
+	return func(q *Queue) { q.attrs = fn }
 }
 
 var _ tick.Queue = (*Queue)(nil)
 
 // New returns a Queue sending ticks to the FIFO queue at tickURL and node
 // tasks to the queue at taskURL.
-func New(client Sender, tickURL, taskURL string) *Queue {
-	return &Queue{client: client, tickURL: tickURL, taskURL: taskURL}
+func New(client Sender, tickURL, taskURL string, opts ...Option) *Queue {
+	q := &Queue{client: client, tickURL: tickURL, taskURL: taskURL}
+	for _, o := range opts {
+		o(q)
+	}
+	return q
+}
+
+// attributes returns the attributes of a message sent with ctx.
+func (q *Queue) attributes(ctx context.Context) map[string]types.MessageAttributeValue {
+	if q.attrs == nil {
+		return nil
+	}
+	return q.attrs(ctx)
 }
 
 // SendTick implements [tick.Queue]: the tick goes to the FIFO queue with
@@ -68,6 +92,7 @@ func (q *Queue) SendTick(ctx context.Context, t tick.Tick) error {
 		MessageBody:            aws.String(string(body)),
 		MessageGroupId:         aws.String(GroupID(t.RunID)),
 		MessageDeduplicationId: aws.String(DedupID(t)),
+		MessageAttributes:      q.attributes(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("sqsqueue: send tick %s: %w", t.DedupID(), err)
@@ -82,8 +107,9 @@ func (q *Queue) SendTask(ctx context.Context, t tick.NodeTask) error {
 		return fmt.Errorf("sqsqueue: encode node task: %w", err)
 	}
 	_, err = q.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl:    aws.String(q.taskURL),
-		MessageBody: aws.String(string(body)),
+		QueueUrl:          aws.String(q.taskURL),
+		MessageBody:       aws.String(string(body)),
+		MessageAttributes: q.attributes(ctx),
 	})
 	if err != nil {
 		return fmt.Errorf("sqsqueue: send node task %s of run %q step %d: %w", t.TaskID, t.RunID, t.Step, err)

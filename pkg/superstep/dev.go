@@ -19,6 +19,7 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
+	"github.com/superstep/superstep/pkg/tracing"
 )
 
 // StoreFile is the name of the SQLite file dev keeps in its --dir.
@@ -87,6 +88,15 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err != nil {
 		return err
 	}
+	tr, err := startTracing(ctx, &log)
+	if err != nil {
+		return badInput(err)
+	}
+	defer tr.Shutdown(context.WithoutCancel(ctx))
+	var runTracer runs.Tracer
+	if tr != nil {
+		runTracer = tr
+	}
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return failed(fmt.Errorf("create --dir: %w", err))
 	}
@@ -108,11 +118,11 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	// runs: it stops them as a crash would, leaving them to the next start.
 	schedCtx, crash := context.WithCancel(context.WithoutCancel(ctx))
 	defer crash()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, Logger: log})
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, Logger: log, Tracer: runTracer})
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
-	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Dispatcher: sched, Logger: log}
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Dispatcher: sched, Logger: log, Tracer: runTracer}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	agents := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{}))
@@ -213,4 +223,17 @@ func drainAll(ctx context.Context, log *slog.Logger, svc *runs.Service, reason s
 func isLoopback(addr net.Addr) bool {
 	ta, ok := addr.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
+}
+
+// startTracing sets up OpenTelemetry tracing when the OTEL_* variables
+// turn it on (see pkg/tracing), and makes log records carry the trace and
+// span ids. It returns nil when tracing is off.
+func startTracing(ctx context.Context, log **slog.Logger) (*tracing.Tracer, error) {
+	tr, err := tracing.FromEnv(ctx, "superstep")
+	if err != nil || tr == nil {
+		return nil, err
+	}
+	*log = slog.New(tracing.NewLogHandler((*log).Handler()))
+	(*log).Info("tracing on: spans go where the OTEL_* variables say")
+	return tr, nil
 }

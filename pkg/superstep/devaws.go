@@ -100,6 +100,11 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 	if err != nil {
 		return failed(err)
 	}
+	tr, err := startTracing(ctx, &log)
+	if err != nil {
+		return badInput(err)
+	}
+	defer tr.Shutdown(context.WithoutCancel(ctx))
 
 	var cfg serverless.Config
 	if af.create {
@@ -126,7 +131,7 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 		}
 	}
 	cfg.APIToken = cmp.Or(f.token, env.getenv(serverless.EnvAPIToken))
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody, Middleware: env.s.wrap})
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody, Middleware: env.s.wrap, Tracer: tr})
 	if err != nil {
 		return badInput(err)
 	}

@@ -97,7 +97,16 @@ func serveLambda(ctx context.Context, env Env) int {
 	start := env.s.lambdaStart
 	if start == nil {
 		start = func(h any) { lambda.StartWithOptions(h, lambda.WithContext(ctx)) }
+		if app.Tracer != nil {
+			start = func(h any) {
+				lambda.StartWithOptions(h, lambda.WithContext(ctx), lambda.WithEnableSIGTERM(func() { shutdownTracer(app) }))
+			}
+		}
 	}
-	start(handler(app, name))
+	h := handler(app, name)
+	if app.Tracer != nil {
+		h = flushing{next: lambda.NewHandler(h), app: app}
+	}
+	start(h)
 	return ExitOK
 }

@@ -81,6 +81,8 @@ type Handler struct {
 	// Loader, when set, reads what a tick starts from in one request
 	// (see RunLoader); otherwise Runs and Checkpoints are read in turn.
 	Loader RunLoader
+	// Tracer, when set, traces ticks and tasks (see pkg/tracing).
+	Tracer Tracer
 }
 
 // RunLoader reads what a tick starts from: a run record, its newest
@@ -172,7 +174,7 @@ var ErrBadMessage = errors.New("tick: bad message")
 // Tick executes or commits one superstep. A returned error means the tick
 // should be delivered again; outcomes of the run itself (failed nodes,
 // interrupts) are stored on the run and return nil.
-func (h *Handler) Tick(ctx context.Context, t Tick) error {
+func (h *Handler) Tick(ctx context.Context, t Tick) (err error) {
 	if t.RunID == "" || t.Step < 1 {
 		return fmt.Errorf("%w: tick needs a run_id and a step >= 1, got %+v", ErrBadMessage, t)
 	}
@@ -188,6 +190,11 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	if run.Status != pregel.RunPending && run.Status != pregel.RunRunning {
 		log.Debug("tick for a run that is not running; no-op", "status", run.Status)
 		return nil
+	}
+	if h.Tracer != nil {
+		var end func(error)
+		ctx, end = h.Tracer.StartTick(ctx, run, t.Step)
+		defer func() { end(err) }()
 	}
 	g, ok := h.Graphs.Get(run.Graph)
 	if !ok {
@@ -277,7 +284,7 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 		// the run runs at the same time, and its result is not recorded
 		// before the step commits. That saves a write per superstep.
 		multi := len(tasks) > 1
-		results, err := h.executeInline(ctx, g, cp, inline, resume, multi, multi)
+		results, err := h.executeInline(ctx, g, run, cp, inline, resume, multi, multi)
 		if err != nil {
 			return err
 		}
@@ -385,7 +392,7 @@ func (h *Handler) answer(ctx context.Context, run runs.Run, step int, pending []
 }
 
 // executeInline runs tasks concurrently in this process.
-func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, resume map[string]map[string]json.RawMessage, record, lease bool) ([]pregel.TaskResult, error) {
+func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, run runs.Run, cp *pregel.Checkpoint, tasks []pregel.Task, resume map[string]map[string]json.RawMessage, record, lease bool) ([]pregel.TaskResult, error) {
 	results := make([]pregel.TaskResult, len(tasks))
 	errs := make([]error, len(tasks))
 	claimed := make([]bool, len(tasks))
@@ -399,7 +406,9 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel
 					return
 				}
 			}
-			res := g.Execute(ctx, task, cp.Values, resume[task.ID])
+			tctx, end := h.startTask(ctx, run, task)
+			res := g.Execute(tctx, task, cp.Values, resume[task.ID])
+			end(res)
 			if record || !res.Final() || res.Status == pregel.NodeFailed {
 				res, errs[i] = h.Checkpoints.RecordTask(ctx, task.RunID, task.Step, res)
 			}
@@ -602,7 +611,10 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	} else if !ok {
 		return ErrClaimed
 	}
+	// The task's span stays in ctx: the commit tick sent below links to it.
+	ctx, end := h.startTask(ctx, run, *task)
 	res := g.Execute(ctx, *task, cp.Values, resume)
+	end(res)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
