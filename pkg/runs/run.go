@@ -41,6 +41,10 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 	// FailedNode names the node that failed the run, if one did.
 	FailedNode string `json:"failed_node,omitempty"`
+	// Usage is the run's token usage, in total and per node, when its
+	// graph declares a usage channel (pregel.UsageChannel). Service.Get
+	// reads it from the latest checkpoint; stores do not keep it.
+	Usage *pregel.UsageTotals `json:"usage,omitempty"`
 	// Events is the run's history, oldest first: its changes of status
 	// and the requests made of it (see Event). Mutate appends to it. It
 	// holds at most MaxEvents events: the first (created) and the newest;

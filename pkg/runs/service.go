@@ -171,17 +171,20 @@ func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
 // when its status changes.
 func (s *Service) Get(ctx context.Context, id string) (Run, error) {
 	r, err := s.Runs.GetRun(ctx, id)
-	if err != nil || (r.Status != pregel.RunPending && r.Status != pregel.RunRunning) {
+	active := r.Status == pregel.RunPending || r.Status == pregel.RunRunning
+	if err != nil || (!active && !s.hasUsage(r)) {
 		return r, err
 	}
 	cp, err := s.Checkpoints.Load(ctx, id, pregel.Latest)
 	switch {
 	case errors.Is(err, pregel.ErrNotFound):
+		return r, nil
 	case err != nil:
 		return Run{}, fmt.Errorf("load run %q: %w", id, err)
-	case cp.Step > r.Step:
+	case active && cp.Step > r.Step:
 		r.Step, r.Counters = cp.Step, cp.Counters
 	}
+	s.addUsage(ctx, &r, cp)
 	return r, nil
 }
 
