@@ -18,12 +18,17 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err := h.decode(w, r, &req, true); err != nil {
 		return err
 	}
-	if _, err := h.graph(r.PathValue("graph")); err != nil {
+	g, err := h.graph(r.PathValue("graph"))
+	if err != nil {
+		return err
+	}
+	input, err := textInput(g, req.Input) // plain text: textinput.go
+	if err != nil {
 		return err
 	}
 	run, created, err := h.svc.Create(r.Context(), r.PathValue("graph"), runs.CreateRequest{
 		RunID:     req.RunID,
-		Input:     req.Input,
+		Input:     input,
 		ContextID: req.ContextID,
 	})
 	if err != nil {
