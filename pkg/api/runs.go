@@ -96,6 +96,8 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	cp, err := h.svc.Checkpoint(r.Context(), id, pregel.Latest)
 	switch {
 	case err == nil:
+		h.svc.AddUsage(r.Context(), &run, cp)
+		out.Usage = run.Usage
 		if cp.Values != nil {
 			out.Values, out.OmittedValues = budget.Fit(cp.Values, func(ch string) string { return ValueHref(id, strconv.Itoa(cp.Step), ch) })
 		}

@@ -42,8 +42,9 @@ type Run struct {
 	// FailedNode names the node that failed the run, if one did.
 	FailedNode string `json:"failed_node,omitempty"`
 	// Usage is the run's token usage, in total and per node, when its
-	// graph declares a usage channel (pregel.UsageChannel). Service.Get
-	// reads it from the latest checkpoint; stores do not keep it.
+	// graph declares a usage channel (pregel.UsageChannel), read from a
+	// checkpoint by Service.AddUsage (Service.Get does it for pending and
+	// running runs); stores do not keep it.
 	Usage *pregel.UsageTotals `json:"usage,omitempty"`
 	// Events is the run's history, oldest first: its changes of status
 	// and the requests made of it (see Event). Mutate appends to it. It

@@ -171,8 +171,7 @@ func compactJSON(raw json.RawMessage) (json.RawMessage, error) {
 // when its status changes.
 func (s *Service) Get(ctx context.Context, id string) (Run, error) {
 	r, err := s.Runs.GetRun(ctx, id)
-	active := r.Status == pregel.RunPending || r.Status == pregel.RunRunning
-	if err != nil || (!active && !s.hasUsage(r)) {
+	if err != nil || (r.Status != pregel.RunPending && r.Status != pregel.RunRunning) {
 		return r, err
 	}
 	cp, err := s.Checkpoints.Load(ctx, id, pregel.Latest)
@@ -181,10 +180,10 @@ func (s *Service) Get(ctx context.Context, id string) (Run, error) {
 		return r, nil
 	case err != nil:
 		return Run{}, fmt.Errorf("load run %q: %w", id, err)
-	case active && cp.Step > r.Step:
+	case cp.Step > r.Step:
 		r.Step, r.Counters = cp.Step, cp.Counters
 	}
-	s.addUsage(ctx, &r, cp)
+	s.AddUsage(ctx, &r, cp)
 	return r, nil
 }
 
