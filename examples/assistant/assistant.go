@@ -75,7 +75,7 @@ func New(model agent.ChatModel, shop *Shop) (*pregel.Graph, error) {
 	}
 	return agent.New(agent.Config{
 		Name:        Name,
-		Description: "A support assistant with an order lookup and refunds that a person approves; send it {\"messages\": [...]}.",
+		Description: "A support assistant with an order lookup and refunds that a person approves; send it plain text or {\"messages\": [...]}.",
 		Model:       model,
 		System:      system,
 		Tools:       []agent.Tool{lookup, refund},

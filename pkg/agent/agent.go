@@ -178,7 +178,7 @@ func New(cfg Config) (*pregel.Graph, error) {
 	b.AddEdge(pregel.Start, ModelNode)
 	b.AddFanOut(ModelNode, ToolsNode, pendingCalls)
 	b.AddConditionalEdges(ToolsNode, afterTools, ModelNode, pregel.End)
-	opts := []pregel.CompileOption{pregel.MaxSteps(2 * cfg.MaxTurns)}
+	opts := []pregel.CompileOption{pregel.MaxSteps(2 * cfg.MaxTurns), Declare()}
 	if cfg.Concurrency > 0 {
 		opts = append(opts, pregel.Concurrency(cfg.Concurrency))
 	}

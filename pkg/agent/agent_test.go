@@ -138,6 +138,10 @@ func TestAgentLoopStreamsAndSumsUsage(t *testing.T) {
 	if st.Usage.Total != want || st.Usage.ByNode[agent.ModelNode] != want {
 		t.Fatalf("usage %+v, want %+v in total and for the model node", st.Usage, want)
 	}
+	// The graph declares its usage channel: servers read the same sums.
+	if u, err := g.Usage(res.Values); err != nil || u == nil || u.Total != want || u.ByNode[agent.ModelNode] != want {
+		t.Fatalf("g.Usage = %+v, %v; want %+v in total and for the model node", u, err, want)
+	}
 	// The deltas of the last model turn come in order, between the
 	// node's start and finish, and spell its answer.
 	var text strings.Builder
@@ -522,5 +526,30 @@ func TestTwoApprovalsAnsweredByID(t *testing.T) {
 	got := toolResults(decode(t, res))
 	if got["t1"].Error || got["t1"].Content != "refunded 100 cents on A-1" || !got["t2"].Error || c.get("refund:A-1:100") != 1 || len(c.n) != 1 {
 		t.Fatalf("results %+v, calls %v", got, c.n)
+	}
+}
+
+func TestAgentTakesText(t *testing.T) {
+	g, err := agent.New(agent.Config{Model: agent.ScriptedTurns(answer(agent.Block{Text: "Hello!"}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.TextChannel() != agent.MessagesChannel || g.UsageChannel() != agent.UsageChannel {
+		t.Fatalf("declared: text %q, usage %q", g.TextChannel(), g.UsageChannel())
+	}
+	in, err := g.InputFromText("hi there")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(in) != string(agent.TextInput("hi there")) {
+		t.Fatalf("input from text %s, want %s", in, agent.TextInput("hi there"))
+	}
+	res, err := g.Run(context.Background(), in)
+	if err != nil || res.Status != pregel.RunCompleted {
+		t.Fatalf("run: %v %v", res.Status, err)
+	}
+	st := decode(t, res)
+	if len(st.Messages) != 2 || st.Messages[0].Role != agent.RoleUser || st.Messages[0].Text() != "hi there" || st.Messages[1].Text() != "Hello!" {
+		t.Fatalf("messages %+v", st.Messages)
 	}
 }

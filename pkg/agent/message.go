@@ -223,31 +223,15 @@ func MessagesReducer() pregel.Reducer {
 	}
 }
 
-// Usage counts the tokens of model calls.
-type Usage struct {
-	InputTokens      int `json:"input_tokens,omitempty"`
-	OutputTokens     int `json:"output_tokens,omitempty"`
-	TotalTokens      int `json:"total_tokens,omitempty"`
-	CacheReadTokens  int `json:"cache_read_tokens,omitempty"`
-	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
-}
+// Usage counts the tokens of model calls: pregel's [pregel.TokenUsage],
+// which servers show with the run.
+type Usage = pregel.TokenUsage
 
-// Add returns u plus v.
-func (u Usage) Add(v Usage) Usage {
-	return Usage{
-		InputTokens:      u.InputTokens + v.InputTokens,
-		OutputTokens:     u.OutputTokens + v.OutputTokens,
-		TotalTokens:      u.TotalTokens + v.TotalTokens,
-		CacheReadTokens:  u.CacheReadTokens + v.CacheReadTokens,
-		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
-	}
-}
-
-// UsageTotals is the token usage of a run: in total and per node.
-type UsageTotals struct {
-	Total  Usage            `json:"total"`
-	ByNode map[string]Usage `json:"by_node,omitempty"`
-}
+// UsageTotals is the token usage of a run, in total and per node:
+// pregel's [pregel.UsageTotals]. The prebuilt agent declares its usage
+// channel with [pregel.UsageChannel], so the run record, the API and the
+// CLI show it.
+type UsageTotals = pregel.UsageTotals
 
 // NodeUsage returns the usage of one call by node, as a write for a
 // [UsageTotals] channel.
@@ -297,4 +281,29 @@ const MessagesChannel = "messages"
 func TextInput(text string) json.RawMessage {
 	raw, _ := json.Marshal(map[string][]Message{MessagesChannel: {UserText(text)}}) // cannot fail: plain strings
 	return raw
+}
+
+// UsageChannel is the channel name under which graphs built on this
+// package keep their token usage (the json tag of [State.Usage]).
+const UsageChannel = "usage"
+
+// TextMessages declares, for the servers that run a graph, that plain text
+// sent to it (over /v1 or A2A) starts the run with one user message in its
+// [MessagesChannel] (see [pregel.TextInput]).
+func TextMessages() pregel.CompileOption {
+	return pregel.TextInput(MessagesChannel, func(text string) any { return []Message{UserText(text)} })
+}
+
+// Declare declares a graph's messages channel ([TextMessages]) and its
+// usage channel ([pregel.UsageChannel] of [UsageChannel]), so that servers
+// take plain text as a user message and show the run's token usage. The
+// prebuilt agent declares both; a custom graph over a state with both
+// channels adds it when it compiles:
+//
+//	g, err := agent.Register(pregel.NewGraph[State]("chat")).
+//		AddNode(...).
+//		Compile(agent.Declare())
+func Declare() pregel.CompileOption {
+	text, usage := TextMessages(), pregel.UsageChannel(UsageChannel)
+	return func(g *pregel.Graph) { text(g); usage(g) }
 }

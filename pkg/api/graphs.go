@@ -21,6 +21,7 @@ func (h *Handler) listGraphs(w http.ResponseWriter, r *http.Request) error {
 			Description: g.Description(),
 			NodeCount:   len(g.Nodes()),
 			Channels:    g.Channels(),
+			TextChannel: g.TextChannel(),
 		})
 	}
 	return h.writeJSON(w, r, http.StatusOK, out)
@@ -40,6 +41,7 @@ func (h *Handler) getGraph(w http.ResponseWriter, r *http.Request) error {
 		Description: g.Description(),
 		Nodes:       g.Nodes(),
 		Channels:    g.Channels(),
+		TextChannel: g.TextChannel(),
 		GraphShape:  graphShape(g),
 	}
 	var statuses map[string]pregel.NodeStatus

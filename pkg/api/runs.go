@@ -18,7 +18,12 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 	if err := h.decode(w, r, &req, true); err != nil {
 		return err
 	}
-	if _, err := h.graph(r.PathValue("graph")); err != nil {
+	g, err := h.graph(r.PathValue("graph"))
+	if err != nil {
+		return err
+	}
+	input, err := textInput(g, req.Input) // plain text: textinput.go
+	if err != nil {
 		return err
 	}
 	modes, err := createStreamModes(req)
@@ -30,7 +35,7 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	run, created, err := h.svc.Create(r.Context(), r.PathValue("graph"), runs.CreateRequest{
 		RunID:     req.RunID,
-		Input:     req.Input,
+		Input:     input,
 		ContextID: req.ContextID,
 	})
 	if err != nil {
@@ -101,6 +106,8 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	cp, err := h.svc.Checkpoint(r.Context(), id, pregel.Latest)
 	switch {
 	case err == nil:
+		h.svc.AddUsage(r.Context(), &run, cp)
+		out.Usage = run.Usage
 		if cp.Values != nil {
 			out.Values, out.OmittedValues = budget.Fit(cp.Values, func(ch string) string { return ValueHref(id, strconv.Itoa(cp.Step), ch) })
 		}

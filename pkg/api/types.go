@@ -22,6 +22,10 @@ type GraphSummary struct {
 	Description string   `json:"description,omitempty"`
 	NodeCount   int      `json:"node_count"`
 	Channels    []string `json:"channels"`
+	// TextChannel, when set, says the graph takes plain text as input
+	// ("input": "some text"), which goes to this channel
+	// (pregel.TextInput; agent graphs: a user message in "messages").
+	TextChannel string `json:"text_channel,omitempty"`
 }
 
 // GraphList is the body of GET /v1/graphs.
@@ -35,6 +39,8 @@ type Graph struct {
 	Description string            `json:"description,omitempty"`
 	Nodes       []pregel.NodeInfo `json:"nodes"`
 	Channels    []string          `json:"channels"`
+	// TextChannel is as in GraphSummary.
+	TextChannel string `json:"text_channel,omitempty"`
 	// Mermaid is a Mermaid flowchart of the graph.
 	Mermaid string `json:"mermaid"`
 	// RunID and NodeStatuses are set when the request named a run
@@ -49,7 +55,8 @@ type Graph struct {
 // CreateRunRequest is the body of POST /v1/graphs/{graph}/runs. An empty
 // body starts a run with no input.
 type CreateRunRequest struct {
-	// Input is a JSON object of channel values.
+	// Input is a JSON object of channel values, or plain text (a JSON
+	// string) for a graph with a TextChannel.
 	Input json.RawMessage `json:"input,omitempty"`
 	// RunID makes creation idempotent: repeating a request with the same
 	// run_id and input returns the existing run.
@@ -87,6 +94,10 @@ type Run struct {
 	// Error says why a failed run failed; FailedNode names the node.
 	Error      string `json:"error,omitempty"`
 	FailedNode string `json:"failed_node,omitempty"`
+	// Usage is the run's token usage, in total and per node, for a graph
+	// that declares a usage channel (pregel.UsageChannel; agent graphs
+	// do). GET /v1/runs/{run_id} shows it.
+	Usage *pregel.UsageTotals `json:"usage,omitempty"`
 	// OmittedInput names the channels whose input value was left out of
 	// Input (replaced by an Omitted marker: too large or too deep to
 	// embed); GET /v1/runs/{run_id}/input/{channel} gives each.
@@ -121,6 +132,7 @@ func runView(r runs.Run, b *ValueBudget) Run {
 		Interrupts:        interrupts,
 		Error:             r.Error,
 		FailedNode:        r.FailedNode,
+		Usage:             r.Usage,
 	}
 }
 

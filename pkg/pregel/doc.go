@@ -42,4 +42,10 @@
 // [Checkpointer], with a [Control] to drain or cancel the run and an
 // [Observer] for events. Nodes may pause the run with [Interrupt] and ask
 // for a drain with [RequestDrain].
+//
+// A graph may declare, for the servers that run it, two of its channels:
+// [TextInput] says how plain text becomes its input (a server given text,
+// over /v1 or A2A, calls [Graph.InputFromText]), and [UsageChannel] names
+// the channel holding its token usage ([UsageTotals]), which servers show
+// with the run ([Graph.Usage]).
 package pregel

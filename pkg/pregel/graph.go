@@ -295,6 +295,7 @@ func (b *Builder[S]) Compile(opts ...CompileOption) (*Graph, error) {
 		known(f.to, ctx, false, false)
 		g.routes[f.from] = append(g.routes[f.from], displayRoute{"fan-out", f.to})
 	}
+	errs = append(errs, g.decl.check(g)...)
 	if len(errs) == 0 {
 		errs = append(errs, b.checkShape(g)...)
 	}
@@ -505,6 +506,7 @@ type Graph struct {
 	joinsOf     map[string][]int
 	maxSteps    int
 	concurrency int
+	decl        declarations // UsageChannel, TextInput (declare.go)
 
 	// Bound by the typed builder.
 	startRoutes func(ctx context.Context, values map[string]json.RawMessage) ([]Trigger, error)

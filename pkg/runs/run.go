@@ -73,6 +73,11 @@ type Run struct {
 	// the run: the one that created it and those that resumed it, oldest
 	// first (see CreateRequest.Message, MaxMessages).
 	Messages []json.RawMessage `json:"messages,omitempty"`
+	// Usage is the run's token usage, in total and per node, when its
+	// graph declares a usage channel (pregel.UsageChannel), read from a
+	// checkpoint by Service.AddUsage (Service.Get does it for pending and
+	// running runs); stores do not keep it.
+	Usage *pregel.UsageTotals `json:"usage,omitempty"`
 	// Events is the run's history, oldest first: its changes of status
 	// and the requests made of it (see Event). Mutate appends to it. It
 	// holds at most MaxEvents events: the first (created) and the newest;

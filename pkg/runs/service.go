@@ -190,11 +190,13 @@ func (s *Service) Get(ctx context.Context, id string) (Run, error) {
 	cp, err := s.Checkpoints.Load(ctx, id, pregel.Latest)
 	switch {
 	case errors.Is(err, pregel.ErrNotFound):
+		return r, nil
 	case err != nil:
 		return Run{}, fmt.Errorf("load run %q: %w", id, err)
 	case cp.Step > r.Step:
 		r.Step, r.Counters = cp.Step, cp.Counters
 	}
+	s.AddUsage(ctx, &r, cp)
 	return r, nil
 }
 

@@ -278,6 +278,37 @@ func TestRunTriageWithAnswer(t *testing.T) {
 	}
 }
 
+func assistantInput(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../../examples/assistant/input.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "@" + p
+}
+
+// assistantTokens is the token table of an approved run of the assistant
+// (its scripted model counts 440 input and 60 output tokens).
+const assistantTokens = `(?m)^Tokens:\nNODE\s+INPUT\s+OUTPUT\s+TOTAL\nmodel\s+440\s+60\s+500\n\(run\)\s+440\s+60\s+500$`
+
+func TestRunShowsTokenUsage(t *testing.T) {
+	h := newHarness(t)
+	r := h.local("run", "assistant", "--input", assistantInput(t), "--answer", "approve", "-q").want(t, ExitOK)
+	if !regexpMatch(assistantTokens, r.stdout) {
+		t.Errorf("no token table:\n%s", r.stdout)
+	}
+	res := decodeResult(t, h.local("run", "assistant", "--input", assistantInput(t), "--answer", "approve", "--json", "-q").want(t, ExitOK))
+	want := pregel.TokenUsage{InputTokens: 440, OutputTokens: 60, TotalTokens: 500}
+	if res.Usage == nil || res.Usage.Total != want || res.Usage.ByNode["model"] != want {
+		t.Errorf("--json usage = %+v, want %+v in total and for model", res.Usage, want)
+	}
+	// A graph without a usage channel shows none.
+	r = h.local("run", "counter", "--input", `{"limit": 1}`, "-q").want(t, ExitOK)
+	if strings.Contains(r.stdout, "Tokens:") || decodeResult(t, h.local("run", "counter", "--input", `{"limit": 1}`, "--json", "-q").want(t, ExitOK)).Usage != nil {
+		t.Errorf("counter shows token usage:\n%s", r.stdout)
+	}
+}
+
 func TestInterruptedThenResume(t *testing.T) {
 	h := newHarness(t)
 	r := h.local("run", "support-triage", "--input", triageInput(t)).want(t, ExitInterrupted)
@@ -693,6 +724,11 @@ func TestDevInProcess(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &g); err != nil || g.NodeStatuses["send_reply"] != pregel.NodeCompleted {
 		t.Errorf("graph show --json: %v\n%s", err, r.stdout)
+	}
+	h.run("runs", "create", "assistant", "--input", assistantInput(t), "--run-id", "a1", "--wait").want(t, ExitInterrupted)
+	h.run("runs", "resume", "a1", "--answer", "approve", "--wait").want(t, ExitOK)
+	if r = h.run("runs", "show", "a1").want(t, ExitOK); !regexpMatch(assistantTokens, r.stdout) {
+		t.Errorf("runs show: no token table:\n%s", r.stdout)
 	}
 	h.run("runs", "drain", "c1").want(t, ExitUsage)
 	r = h.run("runs", "cancel", "slow", "--wait").want(t, ExitCancelled)

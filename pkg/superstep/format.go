@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
 )
 
 // readJSONArg reads a JSON flag value: the JSON itself, "@FILE" for the
@@ -133,4 +137,24 @@ func fmtTime(t time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// writeUsage prints a run's token usage per node and in total, after a
+// blank line; nothing when u is nil.
+func writeUsage(w io.Writer, u *pregel.UsageTotals) error {
+	if u == nil {
+		return nil
+	}
+	fmt.Fprintln(w, "\nTokens:")
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NODE\tINPUT\tOUTPUT\tTOTAL")
+	nodes := slices.Sorted(maps.Keys(u.ByNode))
+	for _, n := range append(nodes, "(run)") {
+		t, ok := u.ByNode[n]
+		if !ok {
+			t = u.Total
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", n, t.InputTokens, t.OutputTokens, t.TotalTokens)
+	}
+	return tw.Flush()
 }

@@ -434,6 +434,7 @@ type runResult struct {
 	DrainReason string                     `json:"drain_reason,omitempty"`
 	Error       string                     `json:"error,omitempty"`
 	Nodes       []nodeRow                  `json:"nodes"`
+	Usage       *pregel.UsageTotals        `json:"usage,omitempty"`
 }
 
 // report prints where the run ended: the JSON object, or the node table,
@@ -459,6 +460,9 @@ func (s *session) report(ctx context.Context, res *pregel.Result) error {
 	if res.Err != nil {
 		out.Error = res.Err.Error()
 	}
+	if out.Usage, err = s.graph.Usage(res.Values); err != nil {
+		fmt.Fprintf(s.env.Stderr, "warning: %v\n", err)
+	}
 	w := s.env.Stdout
 	if s.flags.json {
 		if err := writeJSON(w, out); err != nil {
@@ -466,6 +470,9 @@ func (s *session) report(ctx context.Context, res *pregel.Result) error {
 		}
 	} else {
 		if err := writeNodeTable(w, rows); err != nil {
+			return err
+		}
+		if err := writeUsage(w, out.Usage); err != nil {
 			return err
 		}
 		if len(res.Interrupts) > 0 {

@@ -213,6 +213,9 @@ func writeRunDetail(w io.Writer, d api.RunDetail, evs api.EventList) error {
 	if err := writeNodeTable(w, taskRows(d.Steps, nil)); err != nil {
 		return err
 	}
+	if err := writeUsage(w, d.Usage); err != nil {
+		return err
+	}
 	if len(d.Interrupts) > 0 {
 		fmt.Fprintln(w, "\nWaiting for an answer (superstep runs resume "+d.RunID+" --answer VALUE):")
 		for _, in := range d.Interrupts {

@@ -1,0 +1,91 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/superstep/superstep/pkg/agent"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// newChatEnv serves the API over the embedded Scheduler with an agent
+// graph ("chat", answering "Hello!" at a cost of 12 tokens) and echo.
+func newChatEnv(t *testing.T) *env {
+	t.Helper()
+	chat, err := agent.New(agent.Config{Name: "chat", Model: agent.ScriptedTurns(agent.Response{
+		Message: agent.AssistantText("Hello!"),
+		Usage:   agent.Usage{InputTokens: 9, OutputTokens: 3, TotalTokens: 12},
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(chat, echoGraph(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t)})
+	if err := sched.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := sched.Shutdown(ctx, 100*time.Millisecond); err != nil {
+			t.Error(err)
+		}
+	})
+	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Dispatcher: sched, Logger: testLogger(t)}
+	return startEnv(t, svc, cps)
+}
+
+func TestPlainTextBecomesAUserMessage(t *testing.T) {
+	e := newChatEnv(t)
+	var run api.Run
+	e.do("POST", "/v1/graphs/chat/runs", `{"input": "  hi there  "}`).ok(t, http.StatusAccepted, &run)
+	var in agent.State
+	if err := json.Unmarshal(run.Input, &in); err != nil {
+		t.Fatalf("input %s: %v", run.Input, err)
+	}
+	if len(in.Messages) != 1 || in.Messages[0].Role != agent.RoleUser || in.Messages[0].Text() != "  hi there  " {
+		t.Fatalf("the run's input is %s; want one user message with the text as sent", run.Input)
+	}
+	d := e.await(run.RunID, pregel.RunCompleted)
+	var st agent.State
+	if err := json.Unmarshal(d.Values["messages"], &st.Messages); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Messages) != 2 || st.Messages[1].Text() != "Hello!" {
+		t.Fatalf("messages %s", d.Values["messages"])
+	}
+	want := agent.Usage{InputTokens: 9, OutputTokens: 3, TotalTokens: 12}
+	if d.Usage == nil || d.Usage.Total != want || d.Usage.ByNode[agent.ModelNode] != want {
+		t.Fatalf("usage in GET /v1/runs/{id} = %+v, want %+v in total and for node model", d.Usage, want)
+	}
+
+	// The graph listing says which graphs take text.
+	var list api.GraphList
+	e.do("GET", "/v1/graphs", nil).ok(t, http.StatusOK, &list)
+	for _, g := range list.Graphs {
+		want := map[string]string{"chat": "messages", "echo": ""}[g.Name]
+		if g.TextChannel != want {
+			t.Errorf("graph %s: text_channel %q, want %q", g.Name, g.TextChannel, want)
+		}
+	}
+}
+
+func TestPlainTextToAGraphWithoutMessages(t *testing.T) {
+	e := newChatEnv(t)
+	e.do("POST", "/v1/graphs/echo/runs", `{"input": "hi"}`).problem(t, http.StatusBadRequest,
+		`graph "echo" takes no text input`, "JSON object of channel values")
+	// An object still works for both.
+	e.do("POST", "/v1/graphs/echo/runs", `{"input": {"text": "hi"}}`).ok(t, http.StatusAccepted, nil)
+	e.do("POST", "/v1/graphs/chat/runs", map[string]any{"input": agent.TextInput("hi")}).ok(t, http.StatusAccepted, nil)
+	// Neither takes other JSON that is not an object.
+	e.do("POST", "/v1/graphs/chat/runs", `{"input": [1]}`).problem(t, http.StatusBadRequest, "JSON object")
+}
