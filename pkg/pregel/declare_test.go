@@ -15,7 +15,7 @@ type chatState struct {
 	Usage pregel.UsageTotals `json:"usage"`
 }
 
-func chatGraph(t *testing.T, opts ...pregel.CompileOption) (*pregel.Graph, error) {
+func declChatGraph(t *testing.T, opts ...pregel.CompileOption) (*pregel.Graph, error) {
 	t.Helper()
 	b := pregel.NewGraph[chatState]("chat")
 	b.AddFunc("echo", func(_ context.Context, st chatState) (chatState, error) {
@@ -27,7 +27,7 @@ func chatGraph(t *testing.T, opts ...pregel.CompileOption) (*pregel.Graph, error
 }
 
 func TestTextInputAndUsage(t *testing.T) {
-	g, err := chatGraph(t, pregel.TextInput("lines", func(text string) any { return []string{text} }), pregel.UsageChannel("usage"))
+	g, err := declChatGraph(t, pregel.TextInput("lines", func(text string) any { return []string{text} }), pregel.UsageChannel("usage"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestTextInputAndUsage(t *testing.T) {
 }
 
 func TestNoDeclarations(t *testing.T) {
-	g, err := chatGraph(t)
+	g, err := declChatGraph(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestDeclarationsNameChannels(t *testing.T) {
 		{pregel.TextInput("messages", func(s string) any { return s }), `TextInput names channel "messages"`},
 		{pregel.TextInput("lines", nil), "needs a function"},
 	} {
-		_, err := chatGraph(t, tc.opt)
+		_, err := declChatGraph(t, tc.opt)
 		if !errors.Is(err, pregel.ErrInvalidGraph) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("compile: %v; want an error saying %q", err, tc.want)
 		}
