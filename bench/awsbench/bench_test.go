@@ -33,6 +33,7 @@ import (
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
 	"github.com/superstep/superstep/pkg/store/dynamo"
+	"github.com/superstep/superstep/pkg/tick"
 )
 
 // The benchmarks of this file run the serverless runtime on moto_server
@@ -145,21 +146,35 @@ type scenario struct {
 	graph  string
 	steps  int
 	target float64
+	// chain is the deployment's TICK_CHAIN_STEPS (0: one superstep per
+	// tick message, the default).
+	chain int
 }
 
 // inlineTarget is the cost target for inline nodes, in dollars per million
 // supersteps.
 const inlineTarget = 3.0
 
+// chainedTarget is the cost target for an inline superstep in a chain of
+// chainSteps, in dollars per million supersteps.
+const chainedTarget = 1.0
+
+// chainSteps is the chained scenarios' TICK_CHAIN_STEPS: a tick message
+// runs up to 10 inline supersteps, so a run of 21 takes three messages
+// where a run of 1 takes one.
+const chainSteps = 10
+
 var (
-	inline = scenario{graph: inlineGraph, steps: 20, target: inlineTarget}
-	remote = scenario{graph: remoteGraph, steps: 20}
-	large  = scenario{graph: largeGraph, steps: 10}
+	inline        = scenario{graph: inlineGraph, steps: 20, target: inlineTarget}
+	inlineChained = scenario{graph: inlineGraph, steps: 20, target: chainedTarget, chain: chainSteps}
+	remote        = scenario{graph: remoteGraph, steps: 20}
+	large         = scenario{graph: largeGraph, steps: 10}
 )
 
-func BenchmarkAWSInline(b *testing.B)     { benchScenario(b, inline) }
-func BenchmarkAWSRemote(b *testing.B)     { benchScenario(b, remote) }
-func BenchmarkAWSLargeState(b *testing.B) { benchScenario(b, large) }
+func BenchmarkAWSInline(b *testing.B)        { benchScenario(b, inline) }
+func BenchmarkAWSInlineChained(b *testing.B) { benchScenario(b, inlineChained) }
+func BenchmarkAWSRemote(b *testing.B)        { benchScenario(b, remote) }
+func BenchmarkAWSLargeState(b *testing.B)    { benchScenario(b, large) }
 
 // Execution environments: each function (api, tick, node) has an App of
 // its own, as on Lambda, where they are separate processes; the Store in
@@ -181,6 +196,7 @@ func benchScenario(b *testing.B, sc scenario) {
 // one more superstep costs, without the run's creation and completion.
 func benchRuns(b *testing.B, sc scenario, warm bool) {
 	d := deploy(b, warm)
+	d.cfg.Chain = tick.Chain{Steps: sc.chain}
 	var short, long tally
 	n := 0
 	for b.Loop() {
@@ -222,10 +238,18 @@ func testScenarios(t *testing.T, warm bool) {
 		maxUSD float64
 	}{
 		{inline, 1, 1, 0, 3},
+		// Runs of 1 and 3 supersteps are one tick each in a chain.
+		{inlineChained, 0, 0, 0, 1},
 		{remote, 3, 2, 1, 0},
 		{large, 1, 1, 0, 0},
 	} {
-		t.Run(tc.sc.graph, func(t *testing.T) {
+		name := tc.sc.graph
+		if tc.sc.chain > 0 {
+			name += "-chained"
+		}
+		t.Run(name, func(t *testing.T) {
+			d.cfg.Chain = tick.Chain{Steps: tc.sc.chain}
+			clear(d.apps)
 			const steps = 2
 			short := d.run(t, tc.sc.graph, "short", 1)
 			long := d.run(t, tc.sc.graph, "long", 1+steps)

@@ -81,6 +81,10 @@ type Handler struct {
 	// Loader, when set, reads what a tick starts from in one request
 	// (see RunLoader); otherwise Runs and Checkpoints are read in turn.
 	Loader RunLoader
+	// Chain lets a tick go on to the next superstep in the same
+	// invocation while every task of it is inline (see Chain). The zero
+	// value is one superstep per message.
+	Chain Chain
 }
 
 // RunLoader reads what a tick starts from: a run record, its newest
@@ -172,10 +176,20 @@ var ErrBadMessage = errors.New("tick: bad message")
 // Tick executes or commits one superstep. A returned error means the tick
 // should be delivered again; outcomes of the run itself (failed nodes,
 // interrupts) are stored on the run and return nil.
+//
+// With h.Chain set, a tick that commits a step goes on to the next one in
+// the same call while the next step's tasks are all inline and the chain's
+// budget allows (see Chain); each step is read, fenced and committed as if
+// its own tick had been delivered.
 func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	if t.RunID == "" || t.Step < 1 {
 		return fmt.Errorf("%w: tick needs a run_id and a step >= 1, got %+v", ErrBadMessage, t)
 	}
+	return h.tick(ctx, t, h.Chain.start(ctx))
+}
+
+// tick is Tick for one step of a chain (ch nil: no chain).
+func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) error {
 	log := h.log().With("run_id", t.RunID, "step", t.Step)
 	run, cp, pending, err := h.load(ctx, t.RunID)
 	if errors.Is(err, runs.ErrNotFound) {
@@ -304,7 +318,7 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 			}
 		}
 	}
-	return h.commit(ctx, g, cp, tasks, settled, false)
+	return h.commit(ctx, g, cp, tasks, settled, false, ch)
 }
 
 // cancel ends a run whose cancel was requested, at the step boundary it is
@@ -323,7 +337,7 @@ func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 			return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
 		}
 	}
-	return h.commit(ctx, g, cp, tasks, settled, true)
+	return h.commit(ctx, g, cp, tasks, settled, true, nil)
 }
 
 // settledResults indexes the results that settle their task for this
@@ -425,8 +439,9 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel
 // commit applies the step's results, commits the checkpoint and moves the
 // run on. cancelling (the run's cancel was requested) ends the run
 // cancelled at cp when the step cannot be committed (it interrupts or
-// fails).
-func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult, cancelling bool) error {
+// fails). ch is the chain the step is part of (nil: none): when it allows,
+// the next step follows in this call instead of its tick being sent.
+func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult, cancelling bool, ch *chain) error {
 	results := make([]pregel.TaskResult, 0, len(tasks))
 	for _, task := range tasks {
 		results = append(results, settled[task.ID])
@@ -451,6 +466,12 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 			return nil
 		}
 		return fmt.Errorf("commit step %d: %w", out.Checkpoint.Step, err)
+	}
+	if ch.next(g, out.Checkpoint) {
+		// The next step's tick reads the run record afresh (drain,
+		// cancel) with the open step's results, in one request with a
+		// RunLoader, and is fenced and committed as any other.
+		return h.tick(ctx, Tick{RunID: cp.RunID, Step: out.Checkpoint.Step + 1}, ch)
 	}
 	return h.advance(ctx, g, out.Checkpoint)
 }
