@@ -853,3 +853,42 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// BenchmarkAWSChainLatency measures the wall time per superstep of the
+// inline loop (runs of 21 supersteps, warm) with one superstep per tick
+// message and with chains of chainSteps, alternately in one process, and
+// reports both and their ratio: absolute times on a shared machine are
+// noisy, the ratio less so. The time is from the run's creation to its
+// completion, every message received, handled and deleted as the event
+// source mapping does, less the request-unit meter's own reads. moto
+// delivers at once; on AWS each message also waits for the SQS to Lambda
+// poll, which a chain saves as well.
+func BenchmarkAWSChainLatency(b *testing.B) {
+	const steps = 21
+	plain, chained := deploy(b, true), deploy(b, true)
+	chained.cfg.Chain = tick.Chain{Steps: chainSteps}
+	var tPlain, tChained time.Duration
+	n := 0
+	for b.Loop() {
+		tPlain += plain.timedRun(b, inlineGraph, fmt.Sprintf("plain-%d", n), steps)
+		tChained += chained.timedRun(b, inlineGraph, fmt.Sprintf("chained-%d", n), steps)
+		n++
+	}
+	perPlain := tPlain.Seconds() * 1e3 / float64(n*steps)
+	perChained := tChained.Seconds() * 1e3 / float64(n*steps)
+	b.ReportMetric(perPlain, "ms/superstep-unchained")
+	b.ReportMetric(perChained, "ms/superstep-chained")
+	b.ReportMetric(perPlain/perChained, "speedup")
+	b.Logf("inline loop, %d supersteps a run, %d run(s) each: %.2f ms per superstep unchained, %.2f ms chained (%d a tick): %.1f× faster",
+		steps, n, perPlain, perChained, chainSteps, perPlain/perChained)
+}
+
+// timedRun is run, timed: the wall time from the run's creation to its
+// completion, less the request-unit meter's own reads.
+func (d *deployment) timedRun(tb testing.TB, graph, name string, limit int) time.Duration {
+	tb.Helper()
+	overhead := d.capacity.Overhead()
+	start := time.Now()
+	d.run(tb, graph, name, limit)
+	return time.Since(start) - (d.capacity.Overhead() - overhead)
+}
