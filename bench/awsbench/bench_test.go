@@ -117,7 +117,7 @@ func loopGraph[S any](tb testing.TB, name string, step func(S) S, done func(S) b
 	return cg
 }
 
-func registry(tb testing.TB) *runs.Registry {
+func registry(tb testing.TB, fan *fanCounter) *runs.Registry {
 	tb.Helper()
 	inc := func(s loopState) loopState { return loopState{Count: s.Count + 1} }
 	loopDone := func(s loopState) bool { return s.Count >= s.Limit }
@@ -132,6 +132,7 @@ func registry(tb testing.TB) *runs.Registry {
 		loopGraph(tb, inlineGraph, inc, loopDone),
 		loopGraph(tb, remoteGraph, inc, loopDone, pregel.Remote()),
 		loopGraph(tb, largeGraph, large, func(s largeState) bool { return s.Count >= s.Limit }),
+		fanOutGraph(tb, fan),
 	)
 	if err != nil {
 		tb.Fatal(err)
@@ -154,6 +155,10 @@ type scenario struct {
 // inlineTarget is the cost target for inline nodes, in dollars per million
 // supersteps.
 const inlineTarget = 3.0
+
+// remoteTarget is the cost target for a superstep of one remote task, in
+// dollars per million supersteps.
+const remoteTarget = 6.0
 
 // chainedTarget is the cost target for an inline superstep in a chain of
 // chainSteps, in dollars per million supersteps.
@@ -240,7 +245,10 @@ func testScenarios(t *testing.T, warm bool) {
 		{inline, 1, 1, 0, 3},
 		// Runs of 1 and 3 supersteps are one tick each in a chain.
 		{inlineChained, 0, 0, 0, 1},
-		{remote, 3, 2, 1, 0},
+		// The node function executes the task, records it and, the
+		// last of its step, commits it and sends the node task of the
+		// next step: no tick.
+		{remote, 1, 0, 1, remoteTarget},
 		{large, 1, 1, 0, 0},
 	} {
 		name := tc.sc.graph
@@ -305,6 +313,8 @@ type deployment struct {
 	queues             *queueMeter
 	logs               *syncBuffer
 
+	// fan counts the executions of the fan-out's work tasks.
+	fan *fanCounter
 	// Handler invocations and their durations, by function.
 	invocations map[string]float64
 	durations   map[string]time.Duration
@@ -321,9 +331,11 @@ func deploy(tb testing.TB, warm bool) *deployment {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	fan := &fanCounter{runs: map[int]int{}}
 	d := &deployment{
+		fan:         fan,
 		cfg:         cfg,
-		graphs:      registry(tb),
+		graphs:      registry(tb, fan),
 		warm:        warm,
 		apps:        map[string]*serverless.App{},
 		verify:      dynamo.New(dynamodb.NewFromConfig(srv.Config), cfg.Table),
@@ -425,7 +437,11 @@ func (d *deployment) run(tb testing.TB, graph, name string, limit int) tally {
 // deliver receives one message from the queue at url, hands it to the
 // function that consumes the queue and deletes it, as an event source
 // mapping with batch size 1 and ReportBatchItemFailures does.
-func (d *deployment) deliver(tb testing.TB, url string) {
+func (d *deployment) deliver(tb testing.TB, url string) { tb.Helper(); d.deliverN(tb, url, 1) }
+
+// deliverN is deliver with the message handed to the handler times times
+// in a row before it is deleted (a redelivery).
+func (d *deployment) deliverN(tb testing.TB, url string, times int) {
 	tb.Helper()
 	ctx := tb.Context()
 	out, err := d.esm.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
@@ -460,14 +476,16 @@ func (d *deployment) deliver(tb testing.TB, url string) {
 	if fn == "node" {
 		handler = app.HandleNode
 	}
-	var resp events.SQSEventResponse
-	d.invoke(tb, fn, func() error {
-		var err error
-		resp, err = handler(ctx, ev)
-		return err
-	})
-	if len(resp.BatchItemFailures) > 0 {
-		tb.Fatalf("the %s function reported %s as failed; logs:\n%s", fn, aws.ToString(m.Body), d.logs)
+	for range times {
+		var resp events.SQSEventResponse
+		d.invoke(tb, fn, func() error {
+			var err error
+			resp, err = handler(ctx, ev)
+			return err
+		})
+		if len(resp.BatchItemFailures) > 0 {
+			tb.Fatalf("the %s function reported %s as failed; logs:\n%s", fn, aws.ToString(m.Body), d.logs)
+		}
 	}
 	if _, err := d.esm.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		tb.Fatal(err)

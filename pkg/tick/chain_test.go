@@ -48,9 +48,10 @@ func TestTickChainRunsToTheEmbeddedResult(t *testing.T) {
 	if !equalJSON(cp.Values, ref.Values) {
 		t.Errorf("values %s, want %s", cp.Values, ref.Values)
 	}
-	// Steps 3-6 are inline after the remote step 2: the tick that
-	// commits step 2 runs them, so their ticks are never sent.
-	if got, want := e.queue.ticks, plain.queue.ticks-4; got != want {
+	// Steps 3-6 are inline after the remote step 2: the tick of step 3,
+	// which the node handler committing step 2 sends, runs them, so the
+	// ticks of steps 4-6 are never sent.
+	if got, want := e.queue.ticks, plain.queue.ticks-3; got != want {
 		t.Errorf("%d ticks sent with a chain, %d without; want %d", got, plain.queue.ticks, want)
 	}
 }
@@ -69,11 +70,11 @@ func TestTickChainBudgets(t *testing.T) {
 	}{
 		{"no chain", tick.Chain{}, 0, 0},
 		{"one step is no chain", tick.Chain{Steps: 1}, 0, 0},
-		{"two steps a tick", tick.Chain{Steps: 2}, 0, 2},   // 2+3, 4+5, 6
-		{"three steps a tick", tick.Chain{Steps: 3}, 0, 3}, // 2+3+4, 5+6
-		{"unbounded", chained, 0, 4},
+		{"two steps a tick", tick.Chain{Steps: 2}, 0, 2},   // 3+4, 5+6
+		{"three steps a tick", tick.Chain{Steps: 3}, 0, 2}, // 3+4+5, 6
+		{"unbounded", chained, 0, 3},
 		{"deadline inside the margin", tick.Chain{Steps: 100, Margin: time.Hour}, 30 * time.Minute, 0},
-		{"deadline far", tick.Chain{Steps: 100, Margin: time.Second}, time.Hour, 4},
+		{"deadline far", tick.Chain{Steps: 100, Margin: time.Second}, time.Hour, 3},
 		{"time budget spent", tick.Chain{Steps: 100, Budget: time.Nanosecond}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,8 +4,11 @@
 // and, once every task of the step has a recorded result, apply them and
 // commit the step. The commit is fenced on the step number, so duplicate,
 // late or concurrent ticks are harmless, and recorded task results are never
-// recomputed. No handler waits for another: the last node task to finish
-// sends the tick that commits its step.
+// recomputed. No handler waits for another: the node handler of the last
+// task to finish commits its step (fenced like a tick's commit), and sends
+// the next tick, or, when every task of the next step is remote, their
+// node tasks. With a Chain, a tick runs consecutive inline steps in one
+// call.
 //
 // Drain and cancel requests are read from the run record at step
 // boundaries. A drain lets the step in progress (one with a recorded
@@ -230,13 +233,13 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) error {
 		// queue drops it if it was.
 		log.Debug("tick does not match the open step; no-op", "open_step", step)
 		if t.Step < step {
-			return h.advance(ctx, g, cp)
+			return h.advance(ctx, g, cp, &run)
 		}
 		return nil
 	}
 	tasks := g.Plan(cp)
 	if len(tasks) == 0 {
-		return h.advance(ctx, g, cp)
+		return h.advance(ctx, g, cp, &run)
 	}
 	if run.DrainRequested && len(pending) == 0 {
 		// The step has not started: stop at the boundary before it. A
@@ -304,8 +307,14 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) error {
 		}
 	}
 	if remote > 0 {
-		// Node handlers may have finished while inline tasks ran; if all
-		// are in, commit now, otherwise the last one sends the tick.
+		if len(inline) == 0 {
+			// Every task left is a node handler's: the last one to
+			// record its result sees the others' and commits.
+			return nil
+		}
+		// Node handlers may have finished while inline tasks ran, and
+		// not seen their results: if all are in, commit now; otherwise
+		// the last node handler commits.
 		if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, step); err != nil {
 			return err
 		}
@@ -318,7 +327,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) error {
 			}
 		}
 	}
-	return h.commit(ctx, g, cp, tasks, settled, false, ch)
+	return h.commit(ctx, g, cp, tasks, settled, false, ch, &run)
 }
 
 // cancel ends a run whose cancel was requested, at the step boundary it is
@@ -329,7 +338,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) error {
 func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, pending []pregel.TaskResult) error {
 	tasks := g.Plan(cp)
 	if len(tasks) == 0 {
-		return h.advance(ctx, g, cp)
+		return h.advance(ctx, g, cp, nil)
 	}
 	settled := settledResults(pending)
 	for _, task := range tasks {
@@ -337,7 +346,7 @@ func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 			return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
 		}
 	}
-	return h.commit(ctx, g, cp, tasks, settled, true, nil)
+	return h.commit(ctx, g, cp, tasks, settled, true, nil, nil)
 }
 
 // settledResults indexes the results that settle their task for this
@@ -440,8 +449,10 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, cp *pregel
 // run on. cancelling (the run's cancel was requested) ends the run
 // cancelled at cp when the step cannot be committed (it interrupts or
 // fails). ch is the chain the step is part of (nil: none): when it allows,
-// the next step follows in this call instead of its tick being sent.
-func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult, cancelling bool, ch *chain) error {
+// the next step follows in this call instead of its tick being sent. seen
+// is the run record as read before the step's results were (nil: none),
+// for advance.
+func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult, cancelling bool, ch *chain, seen *runs.Run) error {
 	results := make([]pregel.TaskResult, 0, len(tasks))
 	for _, task := range tasks {
 		results = append(results, settled[task.ID])
@@ -473,7 +484,7 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		// RunLoader, and is fenced and committed as any other.
 		return h.tick(ctx, Tick{RunID: cp.RunID, Step: out.Checkpoint.Step + 1}, ch)
 	}
-	return h.advance(ctx, g, out.Checkpoint)
+	return h.advance(ctx, g, out.Checkpoint, seen)
 }
 
 func failure(err error) (msg, node string) {
@@ -487,12 +498,29 @@ func failure(err error) (msg, node string) {
 // errUnchanged tells Mutate that the record needs no write.
 var errUnchanged = errors.New("run record unchanged")
 
-// advance reads the drain and cancel requests afresh and either stops the
-// run at the committed checkpoint cp or sends the tick of the next step.
-// The run record is written only when its status changes: a running run's
-// step and counters are read from its latest checkpoint, which saves a
-// write per superstep.
-func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint) error {
+// advance either stops the run at the committed checkpoint cp or sends
+// the tick of the next step. The run record is written only when its
+// status changes: a running run's step and counters are read from its
+// latest checkpoint, which saves a write per superstep.
+//
+// seen is the run record as the caller read it before it read the step's
+// results (nil: none). When it shows a running run with no drain or
+// cancel requested, and cp neither ends the run nor carries a node's drain
+// request, the next tick is sent without reading the record again: that
+// tick reads it first thing, and stops the run at this boundary if a
+// drain or a cancel came since (a cancel also sends a tick of its own).
+// Otherwise the record is read afresh.
+//
+// When every task of the next step is remote, and the record read afresh
+// shows no drain or cancel, advance sends their node tasks itself rather
+// than a tick that would only send them: the record is read after the
+// step's tasks ran, as that tick would read it.
+func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, seen *runs.Run) error {
+	remote := allRemote(g, cp)
+	if !remote && seen != nil && seen.Status == pregel.RunRunning && !seen.DrainRequested && !seen.CancelRequested &&
+		cp.DrainRequest == "" && !cp.Done() && cp.Step < g.MaxSteps() {
+		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+	}
 	next := false
 	_, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
 		next = false
@@ -526,10 +554,32 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return err
 	}
-	if next {
+	switch {
+	case next && remote:
+		for _, t := range g.Plan(cp) {
+			if err := h.Queue.SendTask(ctx, NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}); err != nil {
+				return fmt.Errorf("send task %s: %w", t.ID, err)
+			}
+		}
+	case next:
 		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
 	}
 	return nil
+}
+
+// allRemote reports whether the step after cp has tasks and all of them
+// are remote.
+func allRemote(g *pregel.Graph, cp *pregel.Checkpoint) bool {
+	if cp.Done() {
+		return false
+	}
+	tasks := g.Plan(cp)
+	for _, t := range tasks {
+		if info, _ := g.Node(t.Node()); !info.IsRemote() {
+			return false
+		}
+	}
+	return len(tasks) > 0
 }
 
 // finish ends or pauses a run that is pending or running, at its last
@@ -552,8 +602,8 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 }
 
 // Node executes one remote task and records its result once. When it is
-// the last task of its step to settle, it sends the tick that commits the
-// step.
+// the last task of its step to settle, it commits the step and moves the
+// run on as a tick would (see advance).
 func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if nt.RunID == "" || nt.TaskID == "" || nt.Step < 1 {
 		return fmt.Errorf("%w: node task needs run_id, step >= 1 and task_id, got %+v", ErrBadMessage, nt)
@@ -586,9 +636,23 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		// As the tick handler does: the run cannot go on here.
 		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
+	if cp != nil && cp.Step == nt.Step {
+		// The step is committed, maybe by an earlier delivery of this
+		// task that failed after its commit, before the next tick was
+		// sent: send it again (the queue drops a duplicate).
+		log.Debug("node task of a committed step; the next tick is sent again")
+		return h.advance(ctx, g, cp, &run)
+	}
 	if cp == nil || cp.Step != nt.Step-1 {
 		log.Debug("node task for a step that is not open; no-op")
 		return nil
+	}
+	if run.DrainRequested && len(pending) == 0 {
+		// As a tick does: a step with no recorded result has not
+		// started, so the run stops at the boundary before it. Its
+		// tasks are sent again when the run resumes.
+		log.Info("node task of a run being drained whose step has not started: not executed; the run stops before the step")
+		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
 	}
 	tasks := g.Plan(cp)
 	var task *pregel.Task
@@ -612,7 +676,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		}
 		if isSettled(p) {
 			log.Debug("task already settled; not executed again")
-			return h.commitIfSettled(ctx, tasks, nt, pending)
+			return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
 		}
 		resume = p.Resume
 	}
@@ -631,24 +695,23 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step); err != nil {
 		return err
 	}
-	return h.commitIfSettled(ctx, tasks, nt, pending)
+	return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
 }
 
-// commitIfSettled sends the commit tick when every task of the step has a
-// settled result.
-func (h *Handler) commitIfSettled(ctx context.Context, tasks []pregel.Task, nt NodeTask, pending []pregel.TaskResult) error {
+// commitIfSettled commits the step after cp when every one of its tasks
+// has a settled result, as the tick handler would: the last node handler
+// to record a result commits, instead of sending a tick to commit. The
+// commit is fenced on the step like any other, so node handlers finishing
+// at once, and a tick handler seeing the same results, commit it once.
+// seen is the run record as read before the results, for advance.
+func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) error {
 	settled := settledResults(pending)
 	for _, t := range tasks {
 		if _, ok := settled[t.ID]; !ok {
 			return nil
 		}
 	}
-	// The nonce names the result that completed the step, so a repeat
-	// of this message is deduplicated but the commit after a resume is
-	// not.
-	last := settled[nt.TaskID]
-	nonce := "commit." + nt.TaskID + "." + string(last.Status) + "." + strconv.Itoa(len(last.Resume))
-	return h.Queue.SendTick(ctx, Tick{RunID: nt.RunID, Step: nt.Step, Nonce: nonce})
+	return h.commit(ctx, g, cp, tasks, settled, false, nil, seen)
 }
 
 // Dispatcher starts and resumes runs by sending their next tick. It
