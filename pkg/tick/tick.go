@@ -99,6 +99,34 @@ type RunLoader interface {
 	LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error)
 }
 
+// TaskLoader is a RunLoader that also reads what a node handler starts
+// from without reading every result of the step: the run record, its
+// newest checkpoint (nil if none), the results recorded for one task of
+// the step after it (none or one), and whether any result of that step is
+// recorded. A Handler whose Loader implements it uses it for node tasks,
+// so that each task of a wide fan-out does not read the results of all.
+type TaskLoader interface {
+	LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, bool, error)
+}
+
+// loadTask reads what a node handler starts from (see TaskLoader).
+func (h *Handler) loadTask(ctx context.Context, runID, taskID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, bool, error) {
+	if tl, ok := h.Loader.(TaskLoader); ok {
+		return tl.LoadRunTask(ctx, runID, taskID)
+	}
+	run, cp, pending, err := h.load(ctx, runID)
+	if err != nil {
+		return run, cp, nil, false, err
+	}
+	var own []pregel.TaskResult
+	for _, p := range pending {
+		if p.TaskID == taskID {
+			own = append(own, p)
+		}
+	}
+	return run, cp, own, len(pending) > 0, nil
+}
+
 // load reads a run, its newest checkpoint and the results recorded for
 // its open step.
 func (h *Handler) load(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
@@ -609,7 +637,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return fmt.Errorf("%w: node task needs run_id, step >= 1 and task_id, got %+v", ErrBadMessage, nt)
 	}
 	log := h.log().With("run_id", nt.RunID, "step", nt.Step, "task_id", nt.TaskID)
-	run, cp, pending, err := h.load(ctx, nt.RunID)
+	run, cp, own, started, err := h.loadTask(ctx, nt.RunID, nt.TaskID)
 	if errors.Is(err, runs.ErrNotFound) {
 		log.Warn("node task for an unknown run; dropped")
 		return nil
@@ -647,7 +675,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		log.Debug("node task for a step that is not open; no-op")
 		return nil
 	}
-	if run.DrainRequested && len(pending) == 0 {
+	if run.DrainRequested && !started {
 		// As a tick does: a step with no recorded result has not
 		// started, so the run stops at the boundary before it. Its
 		// tasks are sent again when the run resumes.
@@ -670,12 +698,13 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return fmt.Errorf("%w: task %s of step %d of run %q is of node %q, which is not remote (pregel.Remote); the tick handler executes it, not the node function", ErrBadMessage, nt.TaskID, nt.Step, run.ID, task.Node())
 	}
 	var resume map[string]json.RawMessage
-	for _, p := range pending {
-		if p.TaskID != task.ID {
-			continue
-		}
+	for _, p := range own {
 		if isSettled(p) {
 			log.Debug("task already settled; not executed again")
+			pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
+			if err != nil {
+				return err
+			}
 			return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
 		}
 		resume = p.Resume
@@ -692,7 +721,8 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if _, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res); err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
-	if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step); err != nil {
+	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
+	if err != nil {
 		return err
 	}
 	return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
