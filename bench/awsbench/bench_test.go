@@ -453,6 +453,12 @@ func (d *deployment) deliverN(tb testing.TB, url string, times int) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if len(out.Messages) == 0 && strings.HasSuffix(url, ".fifo") {
+		// The FIFO queue deduplicated the send (a tick sent again, as a
+		// redelivered node task does): there is nothing to deliver. A
+		// lost tick shows as a run that does not complete.
+		return
+	}
 	if len(out.Messages) != 1 {
 		tb.Fatalf("received %d messages from %s, want the one sent", len(out.Messages), url)
 	}

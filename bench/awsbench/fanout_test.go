@@ -3,6 +3,7 @@ package awsbench_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"sort"
 	"strings"
@@ -231,12 +232,16 @@ func TestFanOut(t *testing.T) {
 	t.Log(fanSummary(used, n, lag))
 }
 
+// fanOutTasks is the width of BenchmarkAWSFanOut1000's step
+// (-fanout N to measure another).
+var fanOutTasks = flag.Int("fanout", 1000, "remote tasks in BenchmarkAWSFanOut1000's step")
+
 // BenchmarkAWSFanOut1000 runs the fan-out graph with 1,000 remote tasks
-// (every tenth node-task message delivered twice) and reports the cost
-// per task and the time from the last task result written to the commit
-// of the step.
+// (or -fanout N; every tenth node-task message delivered twice) and
+// reports the cost per task and the time from the last task result
+// written to the commit of the step.
 func BenchmarkAWSFanOut1000(b *testing.B) {
-	const n = 1000
+	n := *fanOutTasks
 	d, st := fanDeploy(b)
 	var used tally
 	var lag time.Duration
