@@ -33,6 +33,7 @@ import (
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
 	"github.com/superstep/superstep/pkg/store/dynamo"
+	"github.com/superstep/superstep/pkg/tick"
 )
 
 // The benchmarks of this file run the serverless runtime on moto_server
@@ -116,7 +117,7 @@ func loopGraph[S any](tb testing.TB, name string, step func(S) S, done func(S) b
 	return cg
 }
 
-func registry(tb testing.TB) *runs.Registry {
+func registry(tb testing.TB, fan *fanCounter) *runs.Registry {
 	tb.Helper()
 	inc := func(s loopState) loopState { return loopState{Count: s.Count + 1} }
 	loopDone := func(s loopState) bool { return s.Count >= s.Limit }
@@ -131,6 +132,7 @@ func registry(tb testing.TB) *runs.Registry {
 		loopGraph(tb, inlineGraph, inc, loopDone),
 		loopGraph(tb, remoteGraph, inc, loopDone, pregel.Remote()),
 		loopGraph(tb, largeGraph, large, func(s largeState) bool { return s.Count >= s.Limit }),
+		fanOutGraph(tb, fan),
 	)
 	if err != nil {
 		tb.Fatal(err)
@@ -145,21 +147,39 @@ type scenario struct {
 	graph  string
 	steps  int
 	target float64
+	// chain is the deployment's TICK_CHAIN_STEPS (0: one superstep per
+	// tick message, the default).
+	chain int
 }
 
 // inlineTarget is the cost target for inline nodes, in dollars per million
 // supersteps.
 const inlineTarget = 3.0
 
+// remoteTarget is the cost target for a superstep of one remote task, in
+// dollars per million supersteps.
+const remoteTarget = 6.0
+
+// chainedTarget is the cost target for an inline superstep in a chain of
+// chainSteps, in dollars per million supersteps.
+const chainedTarget = 1.0
+
+// chainSteps is the chained scenarios' TICK_CHAIN_STEPS: a tick message
+// runs up to 10 inline supersteps, so a run of 21 takes three messages
+// where a run of 1 takes one.
+const chainSteps = 10
+
 var (
-	inline = scenario{graph: inlineGraph, steps: 20, target: inlineTarget}
-	remote = scenario{graph: remoteGraph, steps: 20}
-	large  = scenario{graph: largeGraph, steps: 10}
+	inline        = scenario{graph: inlineGraph, steps: 20, target: inlineTarget}
+	inlineChained = scenario{graph: inlineGraph, steps: 20, target: chainedTarget, chain: chainSteps}
+	remote        = scenario{graph: remoteGraph, steps: 20}
+	large         = scenario{graph: largeGraph, steps: 10}
 )
 
-func BenchmarkAWSInline(b *testing.B)     { benchScenario(b, inline) }
-func BenchmarkAWSRemote(b *testing.B)     { benchScenario(b, remote) }
-func BenchmarkAWSLargeState(b *testing.B) { benchScenario(b, large) }
+func BenchmarkAWSInline(b *testing.B)        { benchScenario(b, inline) }
+func BenchmarkAWSInlineChained(b *testing.B) { benchScenario(b, inlineChained) }
+func BenchmarkAWSRemote(b *testing.B)        { benchScenario(b, remote) }
+func BenchmarkAWSLargeState(b *testing.B)    { benchScenario(b, large) }
 
 // Execution environments: each function (api, tick, node) has an App of
 // its own, as on Lambda, where they are separate processes; the Store in
@@ -181,6 +201,7 @@ func benchScenario(b *testing.B, sc scenario) {
 // one more superstep costs, without the run's creation and completion.
 func benchRuns(b *testing.B, sc scenario, warm bool) {
 	d := deploy(b, warm)
+	d.cfg.Chain = tick.Chain{Steps: sc.chain}
 	var short, long tally
 	n := 0
 	for b.Loop() {
@@ -222,10 +243,21 @@ func testScenarios(t *testing.T, warm bool) {
 		maxUSD float64
 	}{
 		{inline, 1, 1, 0, 3},
-		{remote, 3, 2, 1, 0},
+		// Runs of 1 and 3 supersteps are one tick each in a chain.
+		{inlineChained, 0, 0, 0, 1},
+		// The node function executes the task, records it and, the
+		// last of its step, commits it and sends the node task of the
+		// next step: no tick.
+		{remote, 1, 0, 1, remoteTarget},
 		{large, 1, 1, 0, 0},
 	} {
-		t.Run(tc.sc.graph, func(t *testing.T) {
+		name := tc.sc.graph
+		if tc.sc.chain > 0 {
+			name += "-chained"
+		}
+		t.Run(name, func(t *testing.T) {
+			d.cfg.Chain = tick.Chain{Steps: tc.sc.chain}
+			clear(d.apps)
 			const steps = 2
 			short := d.run(t, tc.sc.graph, "short", 1)
 			long := d.run(t, tc.sc.graph, "long", 1+steps)
@@ -281,6 +313,8 @@ type deployment struct {
 	queues             *queueMeter
 	logs               *syncBuffer
 
+	// fan counts the executions of the fan-out's work tasks.
+	fan *fanCounter
 	// Handler invocations and their durations, by function.
 	invocations map[string]float64
 	durations   map[string]time.Duration
@@ -297,9 +331,11 @@ func deploy(tb testing.TB, warm bool) *deployment {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	fan := &fanCounter{runs: map[int]int{}}
 	d := &deployment{
+		fan:         fan,
 		cfg:         cfg,
-		graphs:      registry(tb),
+		graphs:      registry(tb, fan),
 		warm:        warm,
 		apps:        map[string]*serverless.App{},
 		verify:      dynamo.New(dynamodb.NewFromConfig(srv.Config), cfg.Table),
@@ -401,7 +437,11 @@ func (d *deployment) run(tb testing.TB, graph, name string, limit int) tally {
 // deliver receives one message from the queue at url, hands it to the
 // function that consumes the queue and deletes it, as an event source
 // mapping with batch size 1 and ReportBatchItemFailures does.
-func (d *deployment) deliver(tb testing.TB, url string) {
+func (d *deployment) deliver(tb testing.TB, url string) { tb.Helper(); d.deliverN(tb, url, 1) }
+
+// deliverN is deliver with the message handed to the handler times times
+// in a row before it is deleted (a redelivery).
+func (d *deployment) deliverN(tb testing.TB, url string, times int) {
 	tb.Helper()
 	ctx := tb.Context()
 	out, err := d.esm.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
@@ -412,6 +452,12 @@ func (d *deployment) deliver(tb testing.TB, url string) {
 	})
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if len(out.Messages) == 0 && strings.HasSuffix(url, ".fifo") {
+		// The FIFO queue deduplicated the send (a tick sent again, as a
+		// redelivered node task does): there is nothing to deliver. A
+		// lost tick shows as a run that does not complete.
+		return
 	}
 	if len(out.Messages) != 1 {
 		tb.Fatalf("received %d messages from %s, want the one sent", len(out.Messages), url)
@@ -436,14 +482,16 @@ func (d *deployment) deliver(tb testing.TB, url string) {
 	if fn == "node" {
 		handler = app.HandleNode
 	}
-	var resp events.SQSEventResponse
-	d.invoke(tb, fn, func() error {
-		var err error
-		resp, err = handler(ctx, ev)
-		return err
-	})
-	if len(resp.BatchItemFailures) > 0 {
-		tb.Fatalf("the %s function reported %s as failed; logs:\n%s", fn, aws.ToString(m.Body), d.logs)
+	for range times {
+		var resp events.SQSEventResponse
+		d.invoke(tb, fn, func() error {
+			var err error
+			resp, err = handler(ctx, ev)
+			return err
+		})
+		if len(resp.BatchItemFailures) > 0 {
+			tb.Fatalf("the %s function reported %s as failed; logs:\n%s", fn, aws.ToString(m.Body), d.logs)
+		}
 	}
 	if _, err := d.esm.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		tb.Fatal(err)
@@ -828,4 +876,43 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// BenchmarkAWSChainLatency measures the wall time per superstep of the
+// inline loop (runs of 21 supersteps, warm) with one superstep per tick
+// message and with chains of chainSteps, alternately in one process, and
+// reports both and their ratio: absolute times on a shared machine are
+// noisy, the ratio less so. The time is from the run's creation to its
+// completion, every message received, handled and deleted as the event
+// source mapping does, less the request-unit meter's own reads. moto
+// delivers at once; on AWS each message also waits for the SQS to Lambda
+// poll, which a chain saves as well.
+func BenchmarkAWSChainLatency(b *testing.B) {
+	const steps = 21
+	plain, chained := deploy(b, true), deploy(b, true)
+	chained.cfg.Chain = tick.Chain{Steps: chainSteps}
+	var tPlain, tChained time.Duration
+	n := 0
+	for b.Loop() {
+		tPlain += plain.timedRun(b, inlineGraph, fmt.Sprintf("plain-%d", n), steps)
+		tChained += chained.timedRun(b, inlineGraph, fmt.Sprintf("chained-%d", n), steps)
+		n++
+	}
+	perPlain := tPlain.Seconds() * 1e3 / float64(n*steps)
+	perChained := tChained.Seconds() * 1e3 / float64(n*steps)
+	b.ReportMetric(perPlain, "ms/superstep-unchained")
+	b.ReportMetric(perChained, "ms/superstep-chained")
+	b.ReportMetric(perPlain/perChained, "speedup")
+	b.Logf("inline loop, %d supersteps a run, %d run(s) each: %.2f ms per superstep unchained, %.2f ms chained (%d a tick): %.1f× faster",
+		steps, n, perPlain, perChained, chainSteps, perPlain/perChained)
+}
+
+// timedRun is run, timed: the wall time from the run's creation to its
+// completion, less the request-unit meter's own reads.
+func (d *deployment) timedRun(tb testing.TB, graph, name string, limit int) time.Duration {
+	tb.Helper()
+	overhead := d.capacity.Overhead()
+	start := time.Now()
+	d.run(tb, graph, name, limit)
+	return time.Since(start) - (d.capacity.Overhead() - overhead)
 }

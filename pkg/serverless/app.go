@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,6 +72,14 @@ const (
 	EnvTaskLease = "TASK_LEASE"
 	// EnvLogLevel is debug, info, warn or error (optional, default info).
 	EnvLogLevel = "LOG_LEVEL"
+	// EnvTickChainSteps is the most supersteps a tick message runs while
+	// their tasks are inline (optional, default 1: one per message; see
+	// tick.Chain).
+	EnvTickChainSteps = "TICK_CHAIN_STEPS"
+	// EnvTickChainBudget bounds the time a tick spends on a chain of
+	// supersteps, as a Go duration (optional; the function's timeout,
+	// less tick.DefaultChainMargin, always bounds it).
+	EnvTickChainBudget = "TICK_CHAIN_BUDGET"
 )
 
 // Config is the deployment an App talks to.
@@ -89,6 +98,9 @@ type Config struct {
 	Lease time.Duration
 	// LogLevel of [FromEnv]'s logger.
 	LogLevel slog.Level
+	// Chain lets a tick run the next supersteps in the same invocation
+	// while their tasks are inline (zero: one superstep per message).
+	Chain tick.Chain
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -109,6 +121,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q is not a positive Go duration such as 15m", EnvTaskLease, v))
 		}
 		c.Lease = d
+	}
+	if v := get(EnvTickChainSteps); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a whole number of supersteps, 1 or more (1: one superstep per message)", EnvTickChainSteps, v))
+		}
+		c.Chain.Steps = n
+	}
+	if v := get(EnvTickChainBudget); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive Go duration such as 30s", EnvTickChainBudget, v))
+		}
+		c.Chain.Budget = d
 	}
 	if v := get(EnvLogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -218,6 +244,7 @@ func New(o Options) (*App, error) {
 		// One Query reads a run, its newest step and its open step's
 		// results.
 		Loader: store,
+		Chain:  o.Config.Chain,
 	}
 	svc := &runs.Service{
 		Graphs:      o.Graphs,

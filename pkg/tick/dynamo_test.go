@@ -2,6 +2,7 @@ package tick_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -55,5 +56,41 @@ func TestTickStopDuringRemoteStepDynamo(t *testing.T) {
 				stopCase(t, newEnvOn(t, false, backend{checkpoints: s, runs: s, claims: s, loader: s}), ref, mode, p, 1)
 			})
 		}
+	}
+}
+
+// A crash at points of a chain of supersteps (every fourth store call and
+// send; every eighth with -short; TestTickChainFaults tries them all), on DynamoDB: the tick that commits the
+// remote step 2 runs the inline steps 3-6 in one call.
+func TestTickChainFaultsDynamo(t *testing.T) {
+	srv := mototest.Start(t)
+	ddb := dynamodb.NewFromConfig(srv.Config)
+	every := 4
+	if testing.Short() {
+		every = 8
+	}
+	ref := reference(t, false)
+	type point struct {
+		failAt, failSend int
+		after            bool
+	}
+	var points []point
+	for i := 1; i <= 24; i += every {
+		points = append(points, point{failAt: i, after: i%4 == 1}, point{failAt: i + 1, after: i%4 != 1})
+	}
+	for i := 1; i <= 12; i += every {
+		points = append(points, point{failSend: i})
+	}
+	for n, p := range points {
+		t.Run(fmt.Sprintf("store call %d after=%v, send %d", p.failAt, p.after, p.failSend), func(t *testing.T) {
+			table := fmt.Sprintf("chain-%d", n)
+			if err := dynamo.CreateTable(t.Context(), ddb, table); err != nil {
+				t.Fatal(err)
+			}
+			s := dynamo.New(ddb, table)
+			e := newEnvOn(t, false, backend{checkpoints: s, runs: s, claims: s, loader: s})
+			e.h.Chain = chained
+			faultCaseAt(t, e, ref, false, rand.New(rand.NewPCG(uint64(n), 9)), p.failAt, p.after, p.failSend)
+		})
 	}
 }

@@ -4,8 +4,11 @@
 // and, once every task of the step has a recorded result, apply them and
 // commit the step. The commit is fenced on the step number, so duplicate,
 // late or concurrent ticks are harmless, and recorded task results are never
-// recomputed. No handler waits for another: the last node task to finish
-// sends the tick that commits its step.
+// recomputed. No handler waits for another: the node handler of the last
+// task to finish commits its step (fenced like a tick's commit), and sends
+// the next tick, or, when every task of the next step is remote, their
+// node tasks. With a Chain, a tick runs consecutive inline steps in one
+// call.
 //
 // Drain and cancel requests are read from the run record at step
 // boundaries. A drain lets the step in progress (one with a recorded
@@ -83,6 +86,10 @@ type Handler struct {
 	Loader RunLoader
 	// Tracer, when set, traces ticks and tasks (see pkg/tracing).
 	Tracer Tracer
+	// Chain lets a tick go on to the next superstep in the same
+	// invocation while every task of it is inline (see Chain). The zero
+	// value is one superstep per message.
+	Chain Chain
 }
 
 // RunLoader reads what a tick starts from: a run record, its newest
@@ -92,6 +99,34 @@ type Handler struct {
 // run does not exist.
 type RunLoader interface {
 	LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error)
+}
+
+// TaskLoader is a RunLoader that also reads what a node handler starts
+// from without reading every result of the step: the run record, its
+// newest checkpoint (nil if none), the results recorded for one task of
+// the step after it (none or one), and whether any result of that step is
+// recorded. A Handler whose Loader implements it uses it for node tasks,
+// so that each task of a wide fan-out does not read the results of all.
+type TaskLoader interface {
+	LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, bool, error)
+}
+
+// loadTask reads what a node handler starts from (see TaskLoader).
+func (h *Handler) loadTask(ctx context.Context, runID, taskID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, bool, error) {
+	if tl, ok := h.Loader.(TaskLoader); ok {
+		return tl.LoadRunTask(ctx, runID, taskID)
+	}
+	run, cp, pending, err := h.load(ctx, runID)
+	if err != nil {
+		return run, cp, nil, false, err
+	}
+	var own []pregel.TaskResult
+	for _, p := range pending {
+		if p.TaskID == taskID {
+			own = append(own, p)
+		}
+	}
+	return run, cp, own, len(pending) > 0, nil
 }
 
 // load reads a run, its newest checkpoint and the results recorded for
@@ -174,10 +209,20 @@ var ErrBadMessage = errors.New("tick: bad message")
 // Tick executes or commits one superstep. A returned error means the tick
 // should be delivered again; outcomes of the run itself (failed nodes,
 // interrupts) are stored on the run and return nil.
-func (h *Handler) Tick(ctx context.Context, t Tick) (err error) {
+//
+// With h.Chain set, a tick that commits a step goes on to the next one in
+// the same call while the next step's tasks are all inline and the chain's
+// budget allows (see Chain); each step is read, fenced and committed as if
+// its own tick had been delivered.
+func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	if t.RunID == "" || t.Step < 1 {
 		return fmt.Errorf("%w: tick needs a run_id and a step >= 1, got %+v", ErrBadMessage, t)
 	}
+	return h.tick(ctx, t, h.Chain.start(ctx))
+}
+
+// tick is Tick for one step of a chain (ch nil: no chain).
+func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	log := h.log().With("run_id", t.RunID, "step", t.Step)
 	run, cp, pending, err := h.load(ctx, t.RunID)
 	if errors.Is(err, runs.ErrNotFound) {
@@ -223,13 +268,13 @@ func (h *Handler) Tick(ctx context.Context, t Tick) (err error) {
 		// queue drops it if it was.
 		log.Debug("tick does not match the open step; no-op", "open_step", step)
 		if t.Step < step {
-			return h.advance(ctx, g, cp)
+			return h.advance(ctx, g, cp, &run)
 		}
 		return nil
 	}
 	tasks := g.Plan(cp)
 	if len(tasks) == 0 {
-		return h.advance(ctx, g, cp)
+		return h.advance(ctx, g, cp, &run)
 	}
 	if run.DrainRequested && len(pending) == 0 {
 		// The step has not started: stop at the boundary before it. A
@@ -297,8 +342,14 @@ func (h *Handler) Tick(ctx context.Context, t Tick) (err error) {
 		}
 	}
 	if remote > 0 {
-		// Node handlers may have finished while inline tasks ran; if all
-		// are in, commit now, otherwise the last one sends the tick.
+		if len(inline) == 0 {
+			// Every task left is a node handler's: the last one to
+			// record its result sees the others' and commits.
+			return nil
+		}
+		// Node handlers may have finished while inline tasks ran, and
+		// not seen their results: if all are in, commit now; otherwise
+		// the last node handler commits.
 		if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, step); err != nil {
 			return err
 		}
@@ -311,7 +362,7 @@ func (h *Handler) Tick(ctx context.Context, t Tick) (err error) {
 			}
 		}
 	}
-	return h.commit(ctx, g, cp, tasks, settled, false)
+	return h.commit(ctx, g, cp, tasks, settled, false, ch, &run)
 }
 
 // cancel ends a run whose cancel was requested, at the step boundary it is
@@ -322,7 +373,7 @@ func (h *Handler) Tick(ctx context.Context, t Tick) (err error) {
 func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, pending []pregel.TaskResult) error {
 	tasks := g.Plan(cp)
 	if len(tasks) == 0 {
-		return h.advance(ctx, g, cp)
+		return h.advance(ctx, g, cp, nil)
 	}
 	settled := settledResults(pending)
 	for _, task := range tasks {
@@ -330,7 +381,7 @@ func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 			return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
 		}
 	}
-	return h.commit(ctx, g, cp, tasks, settled, true)
+	return h.commit(ctx, g, cp, tasks, settled, true, nil, nil)
 }
 
 // settledResults indexes the results that settle their task for this
@@ -434,8 +485,11 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, run runs.R
 // commit applies the step's results, commits the checkpoint and moves the
 // run on. cancelling (the run's cancel was requested) ends the run
 // cancelled at cp when the step cannot be committed (it interrupts or
-// fails).
-func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult, cancelling bool) error {
+// fails). ch is the chain the step is part of (nil: none): when it allows,
+// the next step follows in this call instead of its tick being sent. seen
+// is the run record as read before the step's results were (nil: none),
+// for advance.
+func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, settled map[string]pregel.TaskResult, cancelling bool, ch *chain, seen *runs.Run) error {
 	results := make([]pregel.TaskResult, 0, len(tasks))
 	for _, task := range tasks {
 		results = append(results, settled[task.ID])
@@ -463,7 +517,13 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		}
 		return fmt.Errorf("commit step %d: %w", out.Checkpoint.Step, err)
 	}
-	return h.advance(ctx, g, out.Checkpoint)
+	if ch.next(g, out.Checkpoint) {
+		// The next step's tick reads the run record afresh (drain,
+		// cancel) with the open step's results, in one request with a
+		// RunLoader, and is fenced and committed as any other.
+		return h.tick(ctx, Tick{RunID: cp.RunID, Step: out.Checkpoint.Step + 1}, ch)
+	}
+	return h.advance(ctx, g, out.Checkpoint, seen)
 }
 
 func failure(err error) (msg, node string) {
@@ -477,12 +537,29 @@ func failure(err error) (msg, node string) {
 // errUnchanged tells Mutate that the record needs no write.
 var errUnchanged = errors.New("run record unchanged")
 
-// advance reads the drain and cancel requests afresh and either stops the
-// run at the committed checkpoint cp or sends the tick of the next step.
-// The run record is written only when its status changes: a running run's
-// step and counters are read from its latest checkpoint, which saves a
-// write per superstep.
-func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint) error {
+// advance either stops the run at the committed checkpoint cp or sends
+// the tick of the next step. The run record is written only when its
+// status changes: a running run's step and counters are read from its
+// latest checkpoint, which saves a write per superstep.
+//
+// seen is the run record as the caller read it before it read the step's
+// results (nil: none). When it shows a running run with no drain or
+// cancel requested, and cp neither ends the run nor carries a node's drain
+// request, the next tick is sent without reading the record again: that
+// tick reads it first thing, and stops the run at this boundary if a
+// drain or a cancel came since (a cancel also sends a tick of its own).
+// Otherwise the record is read afresh.
+//
+// When every task of the next step is remote, and the record read afresh
+// shows no drain or cancel, advance sends their node tasks itself rather
+// than a tick that would only send them: the record is read after the
+// step's tasks ran, as that tick would read it.
+func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, seen *runs.Run) error {
+	remote := allRemote(g, cp)
+	if !remote && seen != nil && seen.Status == pregel.RunRunning && !seen.DrainRequested && !seen.CancelRequested &&
+		cp.DrainRequest == "" && !cp.Done() && cp.Step < g.MaxSteps() {
+		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+	}
 	next := false
 	_, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
 		next = false
@@ -516,10 +593,32 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return err
 	}
-	if next {
+	switch {
+	case next && remote:
+		for _, t := range g.Plan(cp) {
+			if err := h.Queue.SendTask(ctx, NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}); err != nil {
+				return fmt.Errorf("send task %s: %w", t.ID, err)
+			}
+		}
+	case next:
 		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
 	}
 	return nil
+}
+
+// allRemote reports whether the step after cp has tasks and all of them
+// are remote.
+func allRemote(g *pregel.Graph, cp *pregel.Checkpoint) bool {
+	if cp.Done() {
+		return false
+	}
+	tasks := g.Plan(cp)
+	for _, t := range tasks {
+		if info, _ := g.Node(t.Node()); !info.IsRemote() {
+			return false
+		}
+	}
+	return len(tasks) > 0
 }
 
 // finish ends or pauses a run that is pending or running, at its last
@@ -542,14 +641,14 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 }
 
 // Node executes one remote task and records its result once. When it is
-// the last task of its step to settle, it sends the tick that commits the
-// step.
+// the last task of its step to settle, it commits the step and moves the
+// run on as a tick would (see advance).
 func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if nt.RunID == "" || nt.TaskID == "" || nt.Step < 1 {
 		return fmt.Errorf("%w: node task needs run_id, step >= 1 and task_id, got %+v", ErrBadMessage, nt)
 	}
 	log := h.log().With("run_id", nt.RunID, "step", nt.Step, "task_id", nt.TaskID)
-	run, cp, pending, err := h.load(ctx, nt.RunID)
+	run, cp, own, started, err := h.loadTask(ctx, nt.RunID, nt.TaskID)
 	if errors.Is(err, runs.ErrNotFound) {
 		log.Warn("node task for an unknown run; dropped")
 		return nil
@@ -576,9 +675,23 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		// As the tick handler does: the run cannot go on here.
 		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
+	if cp != nil && cp.Step == nt.Step {
+		// The step is committed, maybe by an earlier delivery of this
+		// task that failed after its commit, before the next tick was
+		// sent: send it again (the queue drops a duplicate).
+		log.Debug("node task of a committed step; the next tick is sent again")
+		return h.advance(ctx, g, cp, &run)
+	}
 	if cp == nil || cp.Step != nt.Step-1 {
 		log.Debug("node task for a step that is not open; no-op")
 		return nil
+	}
+	if run.DrainRequested && !started {
+		// As a tick does: a step with no recorded result has not
+		// started, so the run stops at the boundary before it. Its
+		// tasks are sent again when the run resumes.
+		log.Info("node task of a run being drained whose step has not started: not executed; the run stops before the step")
+		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
 	}
 	tasks := g.Plan(cp)
 	var task *pregel.Task
@@ -596,13 +709,14 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return fmt.Errorf("%w: task %s of step %d of run %q is of node %q, which is not remote (pregel.Remote); the tick handler executes it, not the node function", ErrBadMessage, nt.TaskID, nt.Step, run.ID, task.Node())
 	}
 	var resume map[string]json.RawMessage
-	for _, p := range pending {
-		if p.TaskID != task.ID {
-			continue
-		}
+	for _, p := range own {
 		if isSettled(p) {
 			log.Debug("task already settled; not executed again")
-			return h.commitIfSettled(ctx, tasks, nt, pending)
+			pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
+			if err != nil {
+				return err
+			}
+			return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
 		}
 		resume = p.Resume
 	}
@@ -621,27 +735,27 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if _, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res); err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
-	if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step); err != nil {
+	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
+	if err != nil {
 		return err
 	}
-	return h.commitIfSettled(ctx, tasks, nt, pending)
+	return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
 }
 
-// commitIfSettled sends the commit tick when every task of the step has a
-// settled result.
-func (h *Handler) commitIfSettled(ctx context.Context, tasks []pregel.Task, nt NodeTask, pending []pregel.TaskResult) error {
+// commitIfSettled commits the step after cp when every one of its tasks
+// has a settled result, as the tick handler would: the last node handler
+// to record a result commits, instead of sending a tick to commit. The
+// commit is fenced on the step like any other, so node handlers finishing
+// at once, and a tick handler seeing the same results, commit it once.
+// seen is the run record as read before the results, for advance.
+func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) error {
 	settled := settledResults(pending)
 	for _, t := range tasks {
 		if _, ok := settled[t.ID]; !ok {
 			return nil
 		}
 	}
-	// The nonce names the result that completed the step, so a repeat
-	// of this message is deduplicated but the commit after a resume is
-	// not.
-	last := settled[nt.TaskID]
-	nonce := "commit." + nt.TaskID + "." + string(last.Status) + "." + strconv.Itoa(len(last.Resume))
-	return h.Queue.SendTick(ctx, Tick{RunID: nt.RunID, Step: nt.Step, Nonce: nonce})
+	return h.commit(ctx, g, cp, tasks, settled, false, nil, seen)
 }
 
 // Dispatcher starts and resumes runs by sending their next tick. It

@@ -132,6 +132,8 @@ type chaosQueue struct {
 	msgs     []message
 	seen     map[string]bool
 	failSend func() error
+	// ticks counts the ticks sent (duplicates the queue drops included).
+	ticks int
 }
 
 func (q *chaosQueue) push(m message) {
@@ -148,6 +150,7 @@ func (q *chaosQueue) SendTick(_ context.Context, t tick.Tick) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.ticks++
 	if q.seen[t.DedupID()] {
 		return nil
 	}
@@ -231,6 +234,9 @@ type env struct {
 	store *crashStore
 	ex    *executions
 	clock *fakeClock
+	// deadline, if set, is the deadline of the contexts drain delivers
+	// messages with, from the start of drain (a Lambda's timeout).
+	deadline time.Duration
 }
 
 // backend supplies the stores a test runs on.
@@ -286,6 +292,11 @@ func (c *fakeClock) redeliver() {
 // redelivered; with dup, some are delivered twice, some concurrently.
 func (e *env) drain(t testing.TB, rng *rand.Rand, dup bool) {
 	ctx := context.Background()
+	if e.deadline > 0 {
+		c, cancel := context.WithTimeout(ctx, e.deadline)
+		defer cancel()
+		ctx = c
+	}
 	deliver := func(m message) error {
 		if m.tick != nil {
 			return e.h.Tick(ctx, *m.tick)
@@ -389,12 +400,20 @@ func TestTickFaults(t *testing.T) {
 // compares it with the reference.
 func faultCase(t *testing.T, e *env, ref *pregel.Result, ask bool, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 7))
-	e.store.failAt = 1 + rng.IntN(20)
-	e.store.after = rng.IntN(2) == 0
+	failAt, after, failSend := 1+rng.IntN(20), rng.IntN(2) == 0, 1+rng.IntN(20)
+	faultCaseAt(t, e, ref, ask, rng, failAt, after, failSend)
+}
+
+// faultCaseAt runs one disturbed run of the test graph to its end and
+// compares it with the reference: the failAt-th store call fails (after
+// reaching the store if after) and so does the failSend-th send; rng
+// orders, duplicates and delays the deliveries.
+func faultCaseAt(t *testing.T, e *env, ref *pregel.Result, ask bool, rng *rand.Rand, failAt int, after bool, failSend int) {
+	e.store.failAt = failAt
+	e.store.after = after
 	var sends atomic.Int32
-	failSend := int32(1 + rng.IntN(20))
 	e.queue.failSend = func() error {
-		if sends.Add(1) == failSend {
+		if sends.Add(1) == int32(failSend) {
 			return errCrash
 		}
 		return nil

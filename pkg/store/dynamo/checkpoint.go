@@ -1006,11 +1006,10 @@ func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.At
 // errItemNotFound is getItem's error for a key with no item.
 var errItemNotFound = errors.New("item not found")
 
-// PendingTasks implements [pregel.Checkpointer] with one Query of the
-// step's task results. Only when there are some, a GetItem of the step
-// item's key (or the Store's cache) tells whether the step is committed,
-// in which case they are left overs: they are deleted, and none is
-// returned.
+// PendingTasks implements [pregel.Checkpointer] with one Query, newest
+// first, from the step's task results down to its step item (tasksDown):
+// if the step item exists, or a later one, the step is committed and the
+// results read are left overs: they are deleted, and none is returned.
 func (s *Store) PendingTasks(ctx context.Context, runID string, step int) ([]pregel.TaskResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -1018,23 +1017,18 @@ func (s *Store) PendingTasks(ctx context.Context, runID string, step int) ([]pre
 	if _, ok := s.steps.get(stepKey{runID, step}); ok {
 		return nil, nil
 	}
-	pk := runPK(runID)
-	var items []map[string]types.AttributeValue
-	err := s.query(ctx, pk, taskPrefix(step), nil, func(it map[string]types.AttributeValue) error {
-		items = append(items, it)
-		return nil
-	})
+	if step < 0 {
+		return nil, nil
+	}
+	newest, byStep, err := s.tasksDown(ctx, runID, stepSK(step), taskPrefix(step)+lastKey)
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
 	}
+	items := byStep[step]
 	if len(items) == 0 {
 		return nil, nil
 	}
-	committed, err := s.isCommitted(ctx, runID, step)
-	if err != nil {
-		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
-	}
-	return s.openTasks(ctx, runID, step, items, committed)
+	return s.openTasks(ctx, runID, step, items, newest != nil)
 }
 
 // openTasks returns the task results of step, read as items, in the order

@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -90,31 +89,30 @@ func isTaskSK(sk string) bool {
 }
 
 // loadWithTasks reads every task result item of a run and then its newest
-// step. Results of the step after the newest are pending; those of
-// committed steps are left overs, deleted.
+// step, with one Query in the common case (tasksDown). Results of the step
+// after the newest are pending; those of committed steps are left overs,
+// deleted. A Store that has a step of the run cached reads only the steps
+// after it.
 func (s *Store) loadWithTasks(ctx context.Context, runID string) (*pregel.Checkpoint, []pregel.TaskResult, error) {
-	byStep := map[int][]map[string]types.AttributeValue{}
-	err := s.query(ctx, runPK(runID), skTask, nil, func(it map[string]types.AttributeValue) error {
-		sk, _ := getS(it, attrSK)
-		if step, ok := parseTaskSK(sk); ok {
-			byStep[step] = append(byStep[step], it)
-		}
-		return nil
-	})
+	low := skStep
+	cached, known, isCached := s.newestCached(runID)
+	if isCached {
+		low = stepSK(known + 1)
+	}
+	newest, byStep, err := s.tasksDown(ctx, runID, low, skTask+lastKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dynamo: load run %q: task results: %w", runID, err)
 	}
-	// The newest step is read after the results: results of a step that
-	// is open now were recorded while it was open.
-	cp, err := s.Load(ctx, runID, pregel.Latest)
+	var cp *pregel.Checkpoint
 	open := 1
 	switch {
-	case errors.Is(err, pregel.ErrNotFound):
-		cp = nil
-	case err != nil:
-		return nil, nil, err
-	default:
+	case newest != nil:
+		if cp, err = s.checkpointOf(ctx, runID, newest); err != nil {
+			return nil, nil, err
+		}
 		open = cp.Step + 1
+	case isCached:
+		cp, open = cached.cp, known+1
 	}
 	var pending []pregel.TaskResult
 	for _, step := range slices.Sorted(maps.Keys(byStep)) {

@@ -1,0 +1,273 @@
+package awsbench_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/superstep/superstep/bench/awsbench"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// fanGraph is Start -> split, which fans out one remote work task per
+// item 1..N (the input's n), each appending its item to results; then
+// collect sums them.
+const fanGraph = "bench-fanout"
+
+type fanState struct {
+	N       int   `json:"n"`
+	Results []int `json:"results" reduce:"append"`
+	Total   int   `json:"total"`
+}
+
+// fanCounter counts the executions of each work item.
+type fanCounter struct {
+	mu   sync.Mutex
+	runs map[int]int
+}
+
+func (f *fanCounter) ran(item int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs[item]++
+}
+
+func (f *fanCounter) reset() map[int]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.runs
+	f.runs = map[int]int{}
+	return out
+}
+
+func fanOutGraph(tb testing.TB, fan *fanCounter) *pregel.Graph {
+	tb.Helper()
+	g := pregel.NewGraph[fanState](fanGraph)
+	g.AddFunc("split", func(context.Context, fanState) (fanState, error) { return fanState{}, nil })
+	g.AddFunc("work", func(ctx context.Context, _ fanState) (fanState, error) {
+		n, err := pregel.Arg[int](ctx)
+		if err != nil {
+			return fanState{}, err
+		}
+		fan.ran(n)
+		return fanState{Results: []int{n}}, nil
+	}, pregel.Remote())
+	g.AddFunc("collect", func(_ context.Context, s fanState) (fanState, error) {
+		t := 0
+		for _, v := range s.Results {
+			t += v
+		}
+		return fanState{Total: t}, nil
+	})
+	g.AddEdge(pregel.Start, "split")
+	g.AddFanOut("split", "work", func(_ context.Context, s fanState) ([]any, error) {
+		out := make([]any, s.N)
+		for i := range out {
+			out[i] = i + 1
+		}
+		return out, nil
+	})
+	g.AddEdge("work", "collect").AddEdge("collect", pregel.End)
+	cg, err := g.Compile()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return cg
+}
+
+// stamps is an SDK middleware that notes when task results are written
+// (UpdateItem) and steps committed (PutItem of a STEP# item), to time
+// the commit after the last result.
+type stamps struct {
+	mu      sync.Mutex
+	records []time.Time
+	commits map[string]time.Time
+}
+
+func (s *stamps) Install(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("superstep.awsbench.stamps", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		out, md, err := next.HandleInitialize(ctx, in)
+		now := time.Now()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch p := in.Parameters.(type) {
+		case *dynamodb.UpdateItemInput:
+			if err == nil {
+				s.records = append(s.records, now)
+			}
+		case *dynamodb.PutItemInput:
+			if sk, ok := p.Item["sk"].(*types.AttributeValueMemberS); ok && err == nil && strings.HasPrefix(sk.Value, "STEP#") {
+				s.commits[sk.Value] = now
+			}
+		}
+		return out, md, err
+	}), middleware.After)
+}
+
+// fanOutRun runs the fan-out graph with n work tasks, delivering every
+// dupEvery-th node-task message twice (0: none), and checks that every
+// result was recorded and applied once and that step 2 committed once. It
+// returns what the run used, the executions and the time from the last
+// task result written to the commit of step 2.
+func (d *deployment) fanOutRun(tb testing.TB, name string, n, dupEvery int, st *stamps) (tally, time.Duration) {
+	tb.Helper()
+	ctx := tb.Context()
+	id := fmt.Sprintf("%s-%s-%d", fanGraph, name, time.Now().UnixNano())
+	before := d.snapshot()
+	d.fan.reset()
+	st.mu.Lock()
+	st.records, st.commits = nil, map[string]time.Time{}
+	st.mu.Unlock()
+	api := d.app(tb, "api")
+	d.invoke(tb, "api", func() error {
+		_, _, err := api.Service.Create(ctx, fanGraph, runs.CreateRequest{RunID: id, Input: json.RawMessage(fmt.Sprintf(`{"n": %d}`, n))})
+		return err
+	})
+	k := 0
+	for {
+		url, ok := d.queues.next()
+		if !ok {
+			break
+		}
+		dup := false
+		if url == d.cfg.NodeQueueURL {
+			k++
+			dup = dupEvery > 0 && k%dupEvery == 0
+		}
+		d.deliverTimes(tb, url, dup)
+	}
+	used := d.snapshot().sub(before)
+	r, err := d.verify.GetRun(ctx, id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if r.Status != pregel.RunCompleted || r.Step != 3 {
+		tb.Fatalf("run %s is %s at step %d (%q), want completed at step 3", id, r.Status, r.Step, r.Error)
+	}
+	cp, err := d.verify.Load(ctx, id, pregel.Latest)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var results []int
+	var total int
+	if err := json.Unmarshal(cp.Values["results"], &results); err != nil {
+		tb.Fatal(err)
+	}
+	_ = json.Unmarshal(cp.Values["total"], &total)
+	sort.Ints(results)
+	if len(results) != n || total != n*(n+1)/2 {
+		tb.Fatalf("%d results summing to %d, want %d summing to %d: a result was lost or applied twice", len(results), total, n, n*(n+1)/2)
+	}
+	for i, v := range results {
+		if v != i+1 {
+			tb.Fatalf("results[%d] = %d: a result was lost or applied twice", i, v)
+		}
+	}
+	for item, c := range d.fan.reset() {
+		if c != 1 {
+			tb.Errorf("work item %d executed %d times, want once", item, c)
+		}
+	}
+	if got := used["ddb.req.PutItem"] - used["ddb.err.PutItem"]; got < 0 {
+		tb.Fatalf("PutItem count %v", got)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	commit, ok := st.commits["STEP#0000000002"]
+	if !ok {
+		tb.Fatal("no commit of step 2 seen")
+	}
+	var last time.Time
+	for _, t := range st.records {
+		if t.Before(commit) && t.After(last) {
+			last = t
+		}
+	}
+	return used, commit.Sub(last)
+}
+
+// deliverTimes is deliver, and with dup hands the message to the handler
+// a second time after the first, as a redelivery would.
+func (d *deployment) deliverTimes(tb testing.TB, url string, dup bool) {
+	tb.Helper()
+	times := 1
+	if dup {
+		times = 2
+	}
+	d.deliverN(tb, url, times)
+}
+
+// fanDeploy is a warm deployment with the commit timer installed.
+func fanDeploy(tb testing.TB) (*deployment, *stamps) {
+	d := deploy(tb, true)
+	st := &stamps{commits: map[string]time.Time{}}
+	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, st.Install)
+	return d, st
+}
+
+// A step of many remote tasks, every seventh node-task message delivered
+// twice: every result is recorded and applied once, each task executes
+// once, and the step commits once. BenchmarkAWSFanOut1000 runs 1,000.
+func TestFanOut(t *testing.T) {
+	n := 40
+	if testing.Short() {
+		n = 20
+	}
+	d, st := fanDeploy(t)
+	used, lag := d.fanOutRun(t, "test", n, 7, st)
+	if err := d.capacity.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(fanSummary(used, n, lag))
+}
+
+// fanOutTasks is the width of BenchmarkAWSFanOut1000's step
+// (-fanout N to measure another).
+var fanOutTasks = flag.Int("fanout", 1000, "remote tasks in BenchmarkAWSFanOut1000's step")
+
+// BenchmarkAWSFanOut1000 runs the fan-out graph with 1,000 remote tasks
+// (or -fanout N; every tenth node-task message delivered twice) and
+// reports the cost per task and the time from the last task result
+// written to the commit of the step.
+func BenchmarkAWSFanOut1000(b *testing.B) {
+	n := *fanOutTasks
+	d, st := fanDeploy(b)
+	var used tally
+	var lag time.Duration
+	runs := 0
+	for b.Loop() {
+		u, l := d.fanOutRun(b, fmt.Sprintf("b%d", runs), n, 10, st)
+		used, lag = used.add(u), lag+l
+		runs++
+	}
+	if err := d.capacity.Err(); err != nil {
+		b.Fatal(err)
+	}
+	per := used.scale(1 / float64(runs*n))
+	b.ReportMetric(per.sum("ddb.req."), "ddb-req/task")
+	b.ReportMetric(per.sum("sqs.req."), "sqs-req/task")
+	b.ReportMetric(per.sum("rru."), "RRU/task")
+	b.ReportMetric(per.sum("wru."), "WRU/task")
+	b.ReportMetric(awsbench.PerMillion(awsbench.Price(usage(per, assumedDuration)).Total()), "usd/1M-tasks@50ms")
+	b.ReportMetric(float64(lag.Microseconds())/1e3/float64(runs), "ms-last-result-to-commit")
+	b.Log(fanSummary(used.scale(1/float64(runs)), n, lag/time.Duration(runs)))
+}
+
+// fanSummary describes one fan-out run's use per task.
+func fanSummary(used tally, n int, lag time.Duration) string {
+	per := used.scale(1 / float64(n))
+	return fmt.Sprintf("fan-out of %d remote tasks, per task: %.2f DynamoDB requests (%.2f RRU, %.2f WRU; Query %.2f, GetItem %.2f, PutItem %.2f, UpdateItem %.2f, BatchWriteItem %.2f), %.2f SQS requests, %.2f Lambda invocations; $%.2f per 1M tasks at %v per invocation; last result to commit: %v",
+		n, per.sum("ddb.req."), per.sum("rru."), per.sum("wru."), per["ddb.req.Query"], per["ddb.req.GetItem"], per["ddb.req.PutItem"], per["ddb.req.UpdateItem"], per["ddb.req.BatchWriteItem"],
+		per.sum("sqs.req."), per.sum("inv."), awsbench.PerMillion(awsbench.Price(usage(per, assumedDuration)).Total()), assumedDuration, lag.Round(time.Microsecond))
+}

@@ -1,0 +1,103 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// LoadRunTask returns what a node handler starts from: the run record, its
+// newest checkpoint (nil if none), the result recorded for task taskID of
+// the step after it (none or one), and whether any result of that step is
+// recorded. It implements tick.TaskLoader.
+//
+// Unlike LoadRun it never reads the other results of the step, so a node
+// task of a step of a thousand tasks reads a few items, not a thousand:
+// one Query (as LoadRun's first) when no result is recorded; otherwise
+// also Load(Latest) (a Query that reads nothing when the Store has the
+// newest step cached) and a GetItem of the task's result.
+func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return runs.Run{}, nil, nil, false, err
+	}
+	pk := runPK(runID)
+	low := skStep
+	cached, known, isCached := s.newestCached(runID)
+	if isCached {
+		low = stepSK(known + 1)
+	}
+	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :low AND :run"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(pk), ":low": str(low), ":run": str(skRun),
+		},
+		ScanIndexForward: aws.Bool(false),
+		Limit:            aws.Int32(2),
+		ConsistentRead:   aws.Bool(true),
+	})
+	if err != nil {
+		return runs.Run{}, nil, nil, false, fmt.Errorf("dynamo: load run %q: Query: %w", runID, err)
+	}
+	if len(out.Items) == 0 || !isRunItem(out.Items[0]) {
+		return runs.Run{}, nil, nil, false, fmt.Errorf("run %q: %w", runID, runs.ErrNotFound)
+	}
+	rs, err := s.decodeRuns(ctx, out.Items[:1])
+	if err != nil {
+		return runs.Run{}, nil, nil, false, err
+	}
+	run := rs[0]
+	if len(out.Items) == 1 {
+		if isCached {
+			return run, cached.cp, nil, false, nil
+		}
+		return run, nil, nil, false, nil
+	}
+	next := out.Items[1]
+	sk, _ := getS(next, attrSK)
+	top, isTask := parseTaskSK(sk)
+	if !isTask {
+		cp, err := s.checkpointOf(ctx, runID, next)
+		if err != nil {
+			return runs.Run{}, nil, nil, false, err
+		}
+		return run, cp, nil, false, nil
+	}
+	// Results are stored: the first sorts last, so it is of the newest
+	// step that has any. The newest step is read after it.
+	cp, err := s.Load(ctx, runID, pregel.Latest)
+	open := 1
+	switch {
+	case errors.Is(err, pregel.ErrNotFound):
+		cp = nil
+	case err != nil:
+		return runs.Run{}, nil, nil, false, err
+	default:
+		open = cp.Step + 1
+	}
+	if top != open {
+		// Only left overs of committed steps: the open step has none.
+		return run, cp, nil, false, nil
+	}
+	item, err := s.getItem(ctx, pk, taskSK(open, taskID))
+	switch {
+	case errors.Is(err, errItemNotFound):
+		return run, cp, nil, true, nil
+	case err != nil:
+		return runs.Run{}, nil, nil, false, fmt.Errorf("dynamo: load run %q: task %s: %w", runID, taskID, err)
+	}
+	res, err := s.decodeTasks(ctx, []map[string]types.AttributeValue{item})
+	if err != nil {
+		return runs.Run{}, nil, nil, false, fmt.Errorf("dynamo: load run %q: %w", runID, err)
+	}
+	ref, _ := docRef(item, attrData)
+	s.noteTasks(runID, open, map[string]*blobRef{taskID: ref})
+	return run, cp, res, true, nil
+}

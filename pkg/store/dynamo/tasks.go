@@ -1,0 +1,59 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// lastKey sorts after every sort key that starts with a given prefix: the
+// largest Unicode code point, as DynamoDB compares UTF-8 bytes.
+const lastKey = "\U0010FFFF"
+
+// tasksPageLimit bounds a page of tasksDown: a page may read items past
+// the step item the scan stops at, and each costs its read units.
+const tasksPageLimit = 100
+
+// tasksDown reads, newest first with strongly consistent reads, the items
+// of a run's partition from sort key high down to low: task results
+// (which sort after step items) and then step items. It stops at the first
+// step item, the newest in the range, and returns it (nil if the range has
+// none) with the task result items read, by step. One Query, unless the
+// results fill more than a page.
+//
+// Task results are read before the step item, as a Load(Latest) after a
+// query of the results would: results of a step that is open once the
+// step item is read were recorded while it was open.
+func (s *Store) tasksDown(ctx context.Context, runID, low, high string) (map[string]types.AttributeValue, map[int][]map[string]types.AttributeValue, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :low AND :high"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(runPK(runID)), ":low": str(low), ":high": str(high),
+		},
+		ScanIndexForward: aws.Bool(false),
+		Limit:            aws.Int32(tasksPageLimit),
+		ConsistentRead:   aws.Bool(true),
+	}
+	byStep := map[int][]map[string]types.AttributeValue{}
+	p := dynamodb.NewQueryPaginator(s.client, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("Query: %w", err)
+		}
+		for _, it := range out.Items {
+			sk, _ := getS(it, attrSK)
+			if _, ok := parseStepSK(sk); ok {
+				return it, byStep, nil
+			}
+			if step, ok := parseTaskSK(sk); ok {
+				byStep[step] = append(byStep[step], it)
+			}
+		}
+	}
+	return nil, byStep, nil
+}
