@@ -118,11 +118,15 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	// runs: it stops them as a crash would, leaving them to the next start.
 	schedCtx, crash := context.WithCancel(context.WithoutCancel(ctx))
 	defer crash()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, Logger: log, Tracer: runTracer})
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Logger: log, Tracer: runTracer}
+	if ts, ok := records.(runs.ThreadStore); ok {
+		svc.Threads = ts // threads: one writer each; a run continues its thread's state
+	}
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	svc.Dispatcher = sched
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
-	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: st, Dispatcher: sched, Logger: log, Tracer: runTracer}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	agents := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{}))
