@@ -89,3 +89,61 @@ func TestPlainTextToAGraphWithoutMessages(t *testing.T) {
 	// Neither takes other JSON that is not an object.
 	e.do("POST", "/v1/graphs/chat/runs", `{"input": [1]}`).problem(t, http.StatusBadRequest, "JSON object")
 }
+
+// TestPlainTextOnAThread: a chat client sends plain text turn after turn
+// to one thread; each run continues the conversation.
+func TestPlainTextOnAThread(t *testing.T) {
+	chat, err := agent.New(agent.Config{Name: "chat", Model: agent.ScriptedTurns(
+		agent.Response{Message: agent.AssistantText("Hello!")},
+		agent.Response{Message: agent.AssistantText("You are welcome.")},
+	)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(chat, echoGraph(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
+	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Threads: store, Logger: testLogger(t)}
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t), OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	svc.Dispatcher = sched
+	if err := sched.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = sched.Shutdown(ctx, 100*time.Millisecond)
+	})
+	e := startEnv(t, svc, cps)
+	e.do("POST", "/v1/threads", map[string]any{"thread_id": "chat-7"}).ok(t, http.StatusCreated, nil)
+	e.do("POST", "/v1/threads", map[string]any{"thread_id": "chat-8"}).ok(t, http.StatusCreated, nil)
+
+	for _, text := range []string{"hi", "thanks"} {
+		var run api.Run
+		e.do("POST", "/v1/threads/chat-7/runs", map[string]any{"graph": "chat", "input": text}).ok(t, http.StatusAccepted, &run)
+		e.await(run.RunID, pregel.RunCompleted)
+	}
+	var st runs.ThreadState
+	e.do("GET", "/v1/threads/chat-7/state", nil).ok(t, http.StatusOK, &st)
+	var msgs []agent.Message
+	if err := json.Unmarshal(st.Values["messages"], &msgs); err != nil {
+		t.Fatalf("thread messages %s: %v", st.Values["messages"], err)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, string(m.Role)+":"+m.Text())
+	}
+	want := []string{"user:hi", "assistant:Hello!", "user:thanks", "assistant:You are welcome."}
+	if len(got) != len(want) {
+		t.Fatalf("thread conversation %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("thread conversation %q, want %q", got, want)
+		}
+	}
+	// Text to a thread run of a graph that takes none says so.
+	e.do("POST", "/v1/threads/chat-8/runs", map[string]any{"graph": "echo", "input": "hi"}).problem(t, http.StatusBadRequest, `graph "echo" takes no text input`)
+}

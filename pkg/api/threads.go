@@ -271,8 +271,15 @@ func (h *Handler) createThreadRun(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	id := r.PathValue("thread_id")
+	input := req.Input
+	if g, ok := h.svc.Graphs.Get(req.Graph); ok { // an unknown graph is the service's to refuse
+		var err error
+		if input, err = textInput(g, req.Input); err != nil { // plain text: textinput.go
+			return err
+		}
+	}
 	run, created, err := h.svc.CreateOnThread(r.Context(), id, runs.ThreadRunRequest{
-		Graph: req.Graph, RunID: req.RunID, Input: req.Input, Strategy: runs.Strategy(req.Strategy),
+		Graph: req.Graph, RunID: req.RunID, Input: input, Strategy: runs.Strategy(req.Strategy),
 	})
 	if err != nil {
 		return h.busyOr(w, r, err)
