@@ -748,12 +748,22 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 // commit is fenced on the step like any other, so node handlers finishing
 // at once, and a tick handler seeing the same results, commit it once.
 // seen is the run record as read before the results, for advance.
-func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) error {
+//
+// With a Tracer, the commit and what it sends are a superstep span of the
+// next step, as the tick that would have sent that step's tasks: it
+// links to the node span in ctx, and the next step's node spans are its
+// children.
+func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) (err error) {
 	settled := settledResults(pending)
 	for _, t := range tasks {
 		if _, ok := settled[t.ID]; !ok {
 			return nil
 		}
+	}
+	if h.Tracer != nil && seen != nil {
+		var end func(error)
+		ctx, end = h.Tracer.StartTick(ctx, *seen, cp.Step+2)
+		defer func() { end(err) }()
 	}
 	return h.commit(ctx, g, cp, tasks, settled, false, nil, seen)
 }
