@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
@@ -142,6 +143,9 @@ func (a *App) HandleStartQueue(ctx context.Context, ev events.SQSEvent) (events.
 // id when the request has none.
 func (a *App) start(ctx context.Context, log *slog.Logger, body, defaultID string) error {
 	var req StartRequest
+	if err := jsonin.Check([]byte(body)); err != nil { // the limits every entry point applies (pkg/jsonin)
+		return fmt.Errorf("%w: start request: %w", ErrBadEvent, err)
+	}
 	if err := decodeBody(body, &req, true); err != nil {
 		return fmt.Errorf("%w: start request: %w; want {\"graph\": \"...\", \"input\": {...}, \"run_id\": \"...\"}", ErrBadEvent, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
 	"github.com/superstep/superstep/pkg/tick"
 )
@@ -164,10 +165,17 @@ func TestBadEvents(t *testing.T) {
 		"rejected input":   `{"version": "0", "id": "3", "detail-type": "superstep.StartRun", "detail": {"graph": "counter", "input": {"limit": 0}}}`,
 		"unknown field":    `{"version": "0", "id": "4", "detail-type": "superstep.StartRun", "detail": {"graph": "counter", "inputs": {"limit": 2}}}`,
 		"detail not a doc": `{"version": "0", "id": "5", "detail-type": "superstep.StartRun", "detail": "counter"}`,
+		"deep input":       `{"version": "0", "id": "6", "detail-type": "superstep.StartRun", "detail": {"graph": "counter", "run_id": "deep", "input": {"limit": 1, "x": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}}`,
+		"repeated key":     `{"version": "0", "id": "7", "detail-type": "superstep.StartRun", "detail": {"graph": "counter", "run_id": "dup", "input": {"limit": 1}, "Input": {"limit": 2}}}`,
 	} {
 		out, err := app.HandleAPI(ctx, json.RawMessage(ev))
 		if !errors.Is(err, serverless.ErrBadEvent) || out != nil {
 			t.Errorf("%s: HandleAPI = %v, %v; want an error wrapping ErrBadEvent", name, out, err)
+		}
+	}
+	for _, id := range []string{"deep", "dup"} {
+		if _, err := app.Service.Get(ctx, id); !errors.Is(err, runs.ErrNotFound) {
+			t.Errorf("run %q of a refused start event: %v; want none stored", id, err)
 		}
 	}
 	if !strings.Contains(s.logs.String(), `limit must be between 1 and 1000, got 0`) {
