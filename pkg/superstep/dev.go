@@ -136,6 +136,10 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return badInput(err)
 	}
 
+	// Signals are caught before the server says it serves: a signal sent
+	// as soon as the address is known must drain, not kill, the server.
+	sigs, stopSignals := env.signals()
+	defer stopSignals()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
@@ -156,8 +160,6 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	fmt.Fprintf(env.Stdout, "superstep dev: serving %s\n", url)
 
-	sigs, stopSignals := env.signals()
-	defer stopSignals()
 	var sig os.Signal
 	select {
 	case sig = <-sigs:

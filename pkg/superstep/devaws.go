@@ -153,6 +153,10 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 	polled := make(chan error, 1)
 	go func() { polled <- pollers.Run(pollCtx) }()
 
+	// Signals are caught before the server says it serves: a signal sent
+	// as soon as the address is known must drain, not kill, the server.
+	sigs, stopSignals := env.signals()
+	defer stopSignals()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		stopPolling()
@@ -176,8 +180,6 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 	}
 	fmt.Fprintf(env.Stdout, "superstep dev: serving %s\n", url)
 
-	sigs, stopSignals := env.signals()
-	defer stopSignals()
 	var runErr error
 	pollDone := false
 	select {
