@@ -11,7 +11,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // Errors of runs.
@@ -46,50 +45,7 @@ func (e *NodeError) Error() string {
 // of channel values. Input that names no channel of the state or does not
 // fit it is rejected with an error wrapping ErrInvalidInput.
 func (g *Graph) Start(ctx context.Context, runID string, input json.RawMessage) (*Checkpoint, error) {
-	if runID == "" {
-		return nil, fmt.Errorf("%w: run id is empty", ErrInvalidInput)
-	}
-	var in map[string]json.RawMessage
-	if len(bytes.TrimSpace(input)) > 0 {
-		if err := json.Unmarshal(input, &in); err != nil {
-			return nil, fmt.Errorf("%w: input must be a JSON object of channel values: %w", ErrInvalidInput, err)
-		}
-	}
-	cp := &Checkpoint{RunID: runID, Graph: g.name, Values: make(map[string]json.RawMessage, len(in)), Versions: make(map[string]int, len(in))}
-	for _, ch := range slices.Sorted(maps.Keys(in)) {
-		if !slices.Contains(g.channels, ch) {
-			return nil, fmt.Errorf("%w: %q is not a channel of graph %q; channels are %s", ErrInvalidInput, ch, g.name, strings.Join(g.channels, ", "))
-		}
-		if isNull(in[ch]) {
-			continue
-		}
-		v, err := g.reduceOne(ch, nil, in[ch])
-		if err != nil {
-			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)
-		}
-		if v == nil {
-			continue
-		}
-		cp.Values[ch], cp.Versions[ch] = v, 0
-	}
-	if err := g.checkInput(cp.Values); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
-	}
-	next := newFrontier()
-	for _, to := range g.edges[Start] {
-		next.edge(to, Start)
-	}
-	if g.startRoutes != nil {
-		ts, err := g.startRoutes(ctx, cp.Values)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
-		}
-		for _, t := range ts {
-			next.add(t)
-		}
-	}
-	cp.Next = next.list
-	return cp, nil
+	return g.Continue(ctx, runID, nil, input)
 }
 
 // Plan returns the tasks of the superstep after cp, in the order their

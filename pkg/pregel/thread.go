@@ -27,7 +27,8 @@ const Inherited = -1
 //
 // The graph's input validation and its routers from Start see the combined
 // state. Input that names no channel of the graph or does not fit it is
-// rejected with an error wrapping ErrInvalidInput, as by [Graph.Start].
+// rejected with an error wrapping ErrInvalidInput. [Graph.Start] is
+// Continue from no state.
 func (g *Graph) Continue(ctx context.Context, runID string, state map[string]json.RawMessage, input json.RawMessage) (*Checkpoint, error) {
 	if runID == "" {
 		return nil, fmt.Errorf("%w: run id is empty", ErrInvalidInput)
@@ -52,6 +53,9 @@ func (g *Graph) Continue(ctx context.Context, runID string, state map[string]jso
 		v, err := g.reduceOne(ch, state[ch], in[ch])
 		if err != nil {
 			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)
+		}
+		if v == nil {
+			continue // an empty update of a channel without a value leaves it without one
 		}
 		cp.Values[ch], cp.Versions[ch] = v, 0
 	}
