@@ -35,6 +35,10 @@ type Checkpoint struct {
 	// DrainRequest is the reason given by a node that asked, during this
 	// step, for the run to drain. Empty when none did.
 	DrainRequest string `json:"drain_request,omitempty"`
+
+	// layouts holds the segments of the array channels stored in
+	// segments (see segments.go): what the next step may keep.
+	layouts map[string]layout
 }
 
 // Changed lists the channels this checkpoint's step wrote, sorted.

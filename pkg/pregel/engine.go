@@ -254,6 +254,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		next.Barriers = nil
 	}
 	next.Next = frontier.list
+	next.layouts = g.segmentLayouts(cp, next)
 	status := RunRunning
 	if next.Done() {
 		status = RunCompleted

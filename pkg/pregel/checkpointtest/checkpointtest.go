@@ -97,6 +97,7 @@ func Run(t *testing.T, newStore func(t *testing.T) pregel.Checkpointer) {
 		{"ConcurrentRecordTask", testConcurrentRecordTask},
 		{"ConcurrentRecordAndCommit", testConcurrentRecordAndCommit},
 		{"ConcurrentRuns", testConcurrentRuns},
+		{"Segments", testSegments},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

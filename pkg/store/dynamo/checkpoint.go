@@ -302,6 +302,8 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if cp.Step < 0 {
 		return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 	}
+	full := cp
+	cp = pregel.PackSegments(cp)
 	if err := checkVersions(cp); err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 			return fmt.Errorf("dynamo: commit step %d of run %q: another commit came first: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 		}
 	}
-	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp})
+	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
 	s.dropTasks(ctx, cp.RunID, cp.Step)
 	return nil
 }
@@ -678,7 +680,7 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 		case len(out.Items) > 0:
 			item = out.Items[0]
 		case ok:
-			return cached.cp, nil
+			return cached.full, nil
 		default:
 			return nil, fmt.Errorf("dynamo: run %q: %w", runID, pregel.ErrNotFound)
 		}
@@ -686,7 +688,7 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, pregel.ErrNotFound)
 	default:
 		if e, ok := s.steps.get(stepKey{runID, step}); ok && e.cp != nil {
-			return e.cp, nil
+			return e.full, nil
 		}
 		out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
@@ -714,7 +716,7 @@ func (s *Store) checkpointOf(ctx context.Context, runID string, item map[string]
 	}
 	commit, _ := getS(item, attrCommit)
 	if e, ok := s.steps.get(stepKey{runID, step}); ok && e.cp != nil && e.commit == commit {
-		return e.cp, nil
+		return e.full, nil
 	}
 	docs, err := s.decodeDocs(ctx, runID, []map[string]types.AttributeValue{item})
 	if err != nil {
@@ -725,8 +727,12 @@ func (s *Store) checkpointOf(ctx context.Context, runID string, item map[string]
 	if err := s.loadValues(ctx, runID, d, cp); err != nil {
 		return nil, err
 	}
-	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp})
-	return cp, nil
+	full, err := pregel.UnpackSegments(cp)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, err)
+	}
+	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp, full: full})
+	return full, nil
 }
 
 // loadValues fills the values of a checkpoint: from its item, from cached

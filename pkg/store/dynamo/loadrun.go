@@ -59,7 +59,7 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Ch
 	run := rs[0]
 	if len(out.Items) == 1 {
 		if isCached {
-			return run, cached.cp, nil, nil
+			return run, cached.full, nil, nil
 		}
 		return run, nil, nil, nil
 	}
@@ -112,7 +112,7 @@ func (s *Store) loadWithTasks(ctx context.Context, runID string) (*pregel.Checkp
 		}
 		open = cp.Step + 1
 	case isCached:
-		cp, open = cached.cp, known+1
+		cp, open = cached.full, known+1
 	}
 	var pending []pregel.TaskResult
 	for _, step := range slices.Sorted(maps.Keys(byStep)) {

@@ -56,7 +56,7 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 	run := rs[0]
 	if len(out.Items) == 1 {
 		if isCached {
-			return run, cached.cp, nil, false, nil
+			return run, cached.full, nil, false, nil
 		}
 		return run, nil, nil, false, nil
 	}

@@ -1,0 +1,345 @@
+package pregel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Segmented storage of array channels.
+//
+// The value of a channel whose reducer was registered with
+// [Builder.AppendReducer] (the built-in append reducer is one) is a JSON
+// array that steps mostly extend at the end. Stored whole at every step that
+// changes it, a conversation of N messages would cost O(N) bytes per step
+// and O(N²) in all. Instead the engine keeps, with each checkpoint, a
+// layout of the array in segments: consecutive runs of its elements, each
+// stored by the step that wrote it. A step stores only the segments from
+// the first one it changed to the end: appending k elements stores those k;
+// replacing or removing an element rewrites its segment and the ones after
+// it (the recent ones, for a conversation).
+//
+// To keep the number of segments, and so the number of values a load
+// reads, small, segments of sealSize bytes or more are sealed and never
+// rewritten by a merge, and when more than maxOpen smaller segments trail
+// the array, the step merges them into one. A load of an array of B bytes
+// reads at most B/sealSize + maxOpen + 1 segments; a step that appends d
+// bytes writes d bytes plus, every maxOpen steps or so, one merged segment
+// of less than sealSize + maxOpen·d bytes: about sealSize/(2·maxOpen) + d
+// bytes a step on average, whatever the array's length.
+//
+// Stores see segments as channels of their own: [PackSegments] turns a
+// checkpoint into its stored form, where segment k of channel ch is the
+// channel SegmentName(ch, k) whose version is the step that wrote it and
+// whose value is a JSON array of its elements, and ch keeps its version but
+// has no value. [UnpackSegments] turns a loaded checkpoint back. Stores
+// that write only the channels a step changed, carry the versions of the
+// others forward and let a continued run inherit channels thus write and
+// read only what changed, with no other change.
+
+const (
+	// sealSize is the size in bytes from which a segment is never merged
+	// with the ones after it.
+	sealSize = 16 << 10
+	// maxOpen is the number of unsealed segments at the end of an array
+	// above which a step merges them into one.
+	maxOpen = 8
+	// segmentSep separates a channel's name from a segment's number in
+	// the names of the stored form.
+	segmentSep = "\x1f"
+)
+
+// SegmentName returns the name under which the stored form of a checkpoint
+// holds segment k of channel ch.
+func SegmentName(ch string, k int) string { return ch + segmentSep + strconv.Itoa(k) }
+
+// IsSegment reports whether name is the name of a segment in the stored
+// form of a checkpoint.
+func IsSegment(name string) bool { return strings.Contains(name, segmentSep) }
+
+// segment is a run of consecutive elements of an array value.
+type segment struct {
+	// step is the step that stored it (Inherited when an earlier run
+	// did).
+	step int
+	// size is the number of bytes of the array's text between its
+	// brackets that the segment covers; but for the first segment, that
+	// text starts with the comma before its first element.
+	size int
+	// stored is its stored form: a JSON array of its elements.
+	stored json.RawMessage
+}
+
+// layout is the segments of an array value, in order. Layouts are shared
+// between checkpoints and never modified.
+type layout []segment
+
+func (l layout) total() int {
+	n := 0
+	for _, s := range l {
+		n += s.size
+	}
+	return n
+}
+
+// arrayInner returns the text of a JSON array between its brackets.
+func arrayInner(v json.RawMessage) ([]byte, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) < 2 || v[0] != '[' || v[len(v)-1] != ']' {
+		return nil, false
+	}
+	return v[1 : len(v)-1], true
+}
+
+// wrapSegment returns the stored form of the segment whose text is text:
+// a JSON array of its elements. A segment but the first starts with a
+// comma.
+func wrapSegment(text []byte, first bool) json.RawMessage {
+	if !first {
+		text = text[1:]
+	}
+	out := make([]byte, 0, len(text)+2)
+	out = append(out, '[')
+	out = append(out, text...)
+	return append(out, ']')
+}
+
+// nextLayout returns the layout of next, the value at step of a channel
+// whose value was prev with layout old (nil when unknown). It keeps the
+// segments of old that next begins with, byte for byte, and adds one
+// segment for the rest. It returns nil when next is not an array.
+func nextLayout(old layout, prev, next json.RawMessage, step int) layout {
+	inN, ok := arrayInner(next)
+	if !ok {
+		return nil
+	}
+	kept, end := 0, 0
+	if inP, ok := arrayInner(prev); ok && len(old) > 0 && old.total() == len(inP) {
+		ends := make([]int, len(old)+1)
+		for i, s := range old {
+			ends[i+1] = ends[i] + s.size
+		}
+		for j := len(old); j > 0; j-- {
+			e := ends[j]
+			if e == 0 {
+				break
+			}
+			if e > len(inN) || (e < len(inN) && inN[e] != ',') || !bytes.Equal(inN[:e], inP[:e]) {
+				continue
+			}
+			kept, end = j, e
+			break
+		}
+	}
+	out := make(layout, kept, kept+1)
+	copy(out, old[:kept])
+	if rem := inN[end:]; kept == 0 || len(rem) > 0 {
+		s := segment{step: step, size: len(rem)}
+		if kept == 0 {
+			s.stored = bytes.TrimSpace(next)
+		} else {
+			s.stored = wrapSegment(rem, false)
+		}
+		out = append(out, s)
+	}
+	// Merge the unsealed segments at the end when there are too many.
+	open := len(out)
+	for open > 0 && out[open-1].size < sealSize {
+		open--
+	}
+	if len(out)-open > maxOpen {
+		start := out[:open].total()
+		out = append(out[:open], segment{step: step, size: len(inN) - start, stored: wrapSegment(inN[start:], open == 0)})
+	}
+	return out
+}
+
+// segmentLayouts returns the layouts of the segmented channels of next,
+// a checkpoint of step that follows prev (nil for a step 0 from scratch).
+// Channels not changed at step keep their layout.
+func (g *Graph) segmentLayouts(prev, next *Checkpoint) map[string]layout {
+	if len(g.segmented) == 0 {
+		return nil
+	}
+	var out map[string]layout
+	for ch := range g.segmented {
+		var old layout
+		var pv json.RawMessage
+		if prev != nil {
+			old, pv = prev.layouts[ch], prev.Values[ch]
+		}
+		l := old
+		if v, ok := next.Versions[ch]; ok && v == next.Step {
+			nv, has := next.Values[ch]
+			if !has {
+				continue
+			}
+			l = nextLayout(old, pv, nv, next.Step)
+		}
+		if l == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]layout, len(g.segmented))
+		}
+		out[ch] = l
+	}
+	return out
+}
+
+// PackSegments returns the stored form of cp: cp itself when no channel of
+// it is segmented; otherwise a copy in which each segmented channel keeps
+// its version but has no value, and its segments are channels named by
+// [SegmentName], with the version of the step that stored them and their
+// stored form as value. A store writes the channels of the stored form
+// whose version is cp.Step, as for any checkpoint, and hands what it
+// loads to [UnpackSegments].
+func PackSegments(cp *Checkpoint) *Checkpoint {
+	if len(cp.layouts) == 0 {
+		return cp
+	}
+	out := *cp
+	out.layouts = nil
+	out.Values = make(map[string]json.RawMessage, len(cp.Values)+8)
+	out.Versions = make(map[string]int, len(cp.Versions)+8)
+	for ch, v := range cp.Values {
+		out.Values[ch] = v
+	}
+	for ch, v := range cp.Versions {
+		out.Versions[ch] = v
+	}
+	for ch, l := range cp.layouts {
+		in, ok := arrayInner(cp.Values[ch])
+		if !ok || l.total() != len(in) {
+			continue // store the value whole
+		}
+		delete(out.Values, ch)
+		for k, s := range l {
+			name := SegmentName(ch, k)
+			out.Values[name], out.Versions[name] = s.stored, s.step
+		}
+	}
+	return &out
+}
+
+// UnpackSegments returns the checkpoint whose stored form is cp, as loaded
+// by a store: cp itself when it has no segments, otherwise a copy with the
+// value of each segmented channel joined from its segments (and their
+// layout kept, so that the next step stores only what it changes). cp is
+// not modified.
+func UnpackSegments(cp *Checkpoint) (*Checkpoint, error) {
+	var names []string
+	for ch := range cp.Versions {
+		if IsSegment(ch) {
+			names = append(names, ch)
+		}
+	}
+	if len(names) == 0 {
+		return cp, nil
+	}
+	counts := map[string]int{}
+	for _, name := range names {
+		i := strings.LastIndex(name, segmentSep)
+		k, err := strconv.Atoi(name[i+len(segmentSep):])
+		if err != nil || k < 0 {
+			return nil, fmt.Errorf("pregel: stored checkpoint has a segment named %q", name)
+		}
+		counts[name[:i]] = max(counts[name[:i]], k+1)
+	}
+	out := *cp
+	out.Values = make(map[string]json.RawMessage, len(cp.Values))
+	out.Versions = make(map[string]int, len(cp.Versions))
+	for ch, v := range cp.Values {
+		if !IsSegment(ch) {
+			out.Values[ch] = v
+		}
+	}
+	for ch, v := range cp.Versions {
+		if !IsSegment(ch) {
+			out.Versions[ch] = v
+		}
+	}
+	out.layouts = make(map[string]layout, len(counts))
+	for ch, n := range counts {
+		if _, ok := cp.Versions[ch]; !ok {
+			return nil, fmt.Errorf("pregel: stored checkpoint has segments of channel %q but no version of it", ch)
+		}
+		l := make(layout, n)
+		size := 2
+		for k := range n {
+			name := SegmentName(ch, k)
+			v, ok := cp.Values[name]
+			version, vok := cp.Versions[name]
+			in, aok := arrayInner(v)
+			if !ok || !vok || !aok || (k > 0 && len(bytes.TrimSpace(in)) == 0) {
+				return nil, fmt.Errorf("pregel: stored checkpoint lacks segment %d of channel %q, or it is not a non-empty array", k, ch)
+			}
+			l[k] = segment{step: version, size: len(in), stored: v}
+			if k > 0 {
+				l[k].size++
+			}
+			size += l[k].size
+		}
+		joined := make([]byte, 0, size)
+		joined = append(joined, '[')
+		for k, s := range l {
+			in, _ := arrayInner(s.stored)
+			if k > 0 {
+				joined = append(joined, ',')
+			}
+			joined = append(joined, in...)
+		}
+		out.Values[ch] = append(joined, ']')
+		out.layouts[ch] = l
+	}
+	return &out, nil
+}
+
+// inheritLayouts returns the layouts of the segmented channels of cp, the
+// step 0 of a run that continues from state, whose segments are as
+// layouts says (nil when unknown). The segments a continued run keeps are
+// stored by the earlier run: their step is Inherited. A segmented channel
+// inherited without its layout is stored again by cp (version 0): the
+// earlier run may have stored it in segments, which cp would not name.
+func (g *Graph) inheritLayouts(cp *Checkpoint, state map[string]json.RawMessage, layouts map[string]layout) map[string]layout {
+	if len(g.segmented) == 0 {
+		return nil
+	}
+	var out map[string]layout
+	for ch := range g.segmented {
+		v, has := cp.Values[ch]
+		if !has {
+			continue
+		}
+		var old layout
+		if l := layouts[ch]; len(l) > 0 {
+			old = make(layout, len(l))
+			for i, s := range l {
+				s.step = Inherited
+				old[i] = s
+			}
+		}
+		var l layout
+		switch cp.Versions[ch] {
+		case Inherited:
+			if old == nil {
+				cp.Versions[ch] = 0
+				l = nextLayout(nil, nil, v, 0)
+			} else {
+				l = old
+			}
+		default:
+			l = nextLayout(old, state[ch], v, 0)
+		}
+		if l == nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]layout, len(g.segmented))
+		}
+		out[ch] = l
+	}
+	return out
+}
