@@ -22,13 +22,24 @@ import (
 // it (the recent ones, for a conversation).
 //
 // To keep the number of segments, and so the number of values a load
-// reads, small, segments of sealSize bytes or more are sealed and never
-// rewritten by a merge, and when more than maxOpen smaller segments trail
-// the array, the step merges them into one. A load of an array of B bytes
-// reads at most B/sealSize + maxOpen + 1 segments; a step that appends d
-// bytes writes d bytes plus, every maxOpen steps or so, one merged segment
-// of less than sealSize + maxOpen·d bytes: about sealSize/(2·maxOpen) + d
-// bytes a step on average, whatever the array's length.
+// reads, small, segments are merged by size tiers: tier 0 holds segments
+// under sealSize (16 KiB) bytes, tier t those under sealSize·16^t. When
+// more than maxOpen (16) segments of a tier end the array (with the smaller
+// ones after them), the step that makes them so merges them into one
+// segment, which it stores. So:
+//
+//   - a load of an array of B bytes reads at most maxOpen segments per
+//     tier: 16 plus one per 16 KiB up to 256 KiB, about 32 up to 4 MiB, 48
+//     up to 64 MiB; a store that reads a step's values with one batched
+//     request (SQLite, DynamoDB's BatchGetItem of up to 100 keys) still
+//     does so with one;
+//   - a step that appends d bytes writes d bytes, and every 16 steps or so
+//     a tier-0 merge of less than 16 KiB + 16·d bytes: about 1 KiB a step
+//     on average, whatever the array's length. Each higher tier costs, on
+//     average, writing every element once more, in a merge at every
+//     256 KiB, 4 MiB... of array;
+//   - each step's checkpoint lists the versions of the segments (a few
+//     bytes each, at most 16 per tier).
 //
 // Stores see segments as channels of their own: [PackSegments] turns a
 // checkpoint into its stored form, where segment k of channel ch is the
@@ -40,12 +51,14 @@ import (
 // read only what changed, with no other change.
 
 const (
-	// sealSize is the size in bytes from which a segment is never merged
-	// with the ones after it.
-	sealSize = 16 << 10
-	// maxOpen is the number of unsealed segments at the end of an array
-	// above which a step merges them into one.
-	maxOpen = 8
+	// sealSize is the size in bytes below which a segment is of tier 0;
+	// tier t holds segments below sealSize·16^t bytes.
+	sealSize  = 16 << 10
+	tierShift = 4
+	maxTiers  = 8
+	// maxOpen is the number of segments of a tier or lower at the end of
+	// an array above which a step merges them into one.
+	maxOpen = 16
 	// segmentSep separates a channel's name from a segment's number in
 	// the names of the stored form.
 	segmentSep = "\x1f"
@@ -144,16 +157,44 @@ func nextLayout(old layout, prev, next json.RawMessage, step int) layout {
 		}
 		out = append(out, s)
 	}
-	// Merge the unsealed segments at the end when there are too many.
-	open := len(out)
-	for open > 0 && out[open-1].size < sealSize {
-		open--
+	return mergeTail(out, inN, step)
+}
+
+// tierLimit is the size below which a segment is of tier t or lower.
+func tierLimit(t int) int { return sealSize << (tierShift * t) }
+
+// mergeTail merges, tier by tier, the segments at the end of l, the layout
+// at step of the array whose text between brackets is in: when the
+// segments below tierLimit(t) that end the array include more than maxOpen
+// of tier t, they but the last become one segment, stored by step, of a
+// higher tier.
+// So an array has at most maxOpen segments of each tier, and an element is
+// written again about once per tier it rises through.
+func mergeTail(l layout, in []byte, step int) layout {
+	for t := 0; t < maxTiers; {
+		i, n := len(l), 0
+		for i > 0 && l[i-1].size < tierLimit(t) {
+			if t == 0 || l[i-1].size >= tierLimit(t-1) {
+				n++ // of tier t
+			}
+			i--
+		}
+		if n > maxOpen {
+			// Merge all but the last segment: the newest elements are
+			// the ones a replacement or removal most likely hits next.
+			last := l[len(l)-1]
+			start := l[:i].total()
+			end := len(in) - last.size
+			l = append(l[:i], segment{step: step, size: end - start, stored: wrapSegment(in[start:end], i == 0)}, last)
+			t = 0 // the merged segment may fill the tier above
+			continue
+		}
+		if i == 0 {
+			break
+		}
+		t++
 	}
-	if len(out)-open > maxOpen {
-		start := out[:open].total()
-		out = append(out[:open], segment{step: step, size: len(inN) - start, stored: wrapSegment(inN[start:], open == 0)})
-	}
-	return out
+	return l
 }
 
 // segmentLayouts returns the layouts of the segmented channels of next,
