@@ -41,11 +41,13 @@ type Checkpoint struct {
 	layouts map[string]layout
 }
 
-// Changed lists the channels this checkpoint's step wrote, sorted.
+// Changed lists the channels this checkpoint's step wrote, sorted. The
+// segments of the stored form ([PackSegments]) are not channels: it does
+// not list them.
 func (cp *Checkpoint) Changed() []string {
 	var out []string
 	for ch, v := range cp.Versions {
-		if v == cp.Step {
+		if v == cp.Step && !IsSegment(ch) {
 			out = append(out, ch)
 		}
 	}

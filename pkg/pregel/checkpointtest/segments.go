@@ -201,6 +201,18 @@ func testSegments(t *testing.T, s pregel.Checkpointer) {
 	const steps = 150
 	cps := segRun(t, s, g, w, cp0, nil, steps)
 	checkSteps(t, s, run, cps)
+	hist, err := s.History(t.Context(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != len(cps) {
+		t.Fatalf("History: %d steps, want %d", len(hist), len(cps))
+	}
+	for i, h := range hist {
+		if want := cps[i].Changed(); !slices.Equal(h.Changed, want) {
+			t.Errorf("History: step %d changed %q, want %q", i, h.Changed, want)
+		}
+	}
 
 	// Runs that continue steps of this one: forks at old steps and a
 	// thread's next run, continued in turn.
