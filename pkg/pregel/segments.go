@@ -198,34 +198,40 @@ func mergeTail(l layout, in []byte, step int) layout {
 }
 
 // segmentLayouts returns the layouts of the segmented channels of next,
-// a checkpoint of step that follows prev (nil for a step 0 from scratch).
-// Channels not changed at step keep their layout.
+// a checkpoint of step that follows prev. A channel changed at this step
+// gets a new layout if the graph segments it and none otherwise (it is
+// stored whole); an unchanged one keeps its layout, even if the graph no
+// longer segments it (a new version of the graph resuming the run): its
+// value is where the segments are.
 func (g *Graph) segmentLayouts(prev, next *Checkpoint) map[string]layout {
-	if len(g.segmented) == 0 {
+	if prev == nil {
+		prev = &Checkpoint{}
+	}
+	if len(g.segmented) == 0 && len(prev.layouts) == 0 {
 		return nil
 	}
 	var out map[string]layout
-	for ch := range g.segmented {
-		var old layout
-		var pv json.RawMessage
-		if prev != nil {
-			old, pv = prev.layouts[ch], prev.Values[ch]
-		}
-		l := old
-		if v, ok := next.Versions[ch]; ok && v == next.Step {
-			nv, has := next.Values[ch]
-			if !has {
-				continue
-			}
-			l = nextLayout(old, pv, nv, next.Step)
-		}
+	set := func(ch string, l layout) {
 		if l == nil {
-			continue
+			return
 		}
 		if out == nil {
-			out = make(map[string]layout, len(g.segmented))
+			out = make(map[string]layout, len(g.segmented)+len(prev.layouts))
 		}
 		out[ch] = l
+	}
+	changed := func(ch string) bool { v, ok := next.Versions[ch]; return ok && v == next.Step }
+	for ch, l := range prev.layouts {
+		if !changed(ch) {
+			set(ch, l)
+		}
+	}
+	for ch := range g.segmented {
+		nv, has := next.Values[ch]
+		if !changed(ch) || !has {
+			continue
+		}
+		set(ch, nextLayout(prev.layouts[ch], prev.Values[ch], nv, next.Step))
 	}
 	return out
 }
@@ -341,46 +347,53 @@ func UnpackSegments(cp *Checkpoint) (*Checkpoint, error) {
 // inheritLayouts returns the layouts of the segmented channels of cp, the
 // step 0 of a run that continues from state, whose segments are as
 // layouts says (nil when unknown). The segments a continued run keeps are
-// stored by the earlier run: their step is Inherited. A segmented channel
-// inherited without its layout is stored again by cp (version 0): the
-// earlier run may have stored it in segments, which cp would not name.
+// stored by the earlier run: their step is Inherited. A channel the graph
+// segments that is inherited without its layout is stored again by cp
+// (version 0): the earlier run may have stored it in segments, which cp
+// would not name.
 func (g *Graph) inheritLayouts(cp *Checkpoint, state map[string]json.RawMessage, layouts map[string]layout) map[string]layout {
-	if len(g.segmented) == 0 {
+	if len(g.segmented) == 0 && len(layouts) == 0 {
 		return nil
 	}
+	inherited := func(ch string) layout {
+		l := layouts[ch]
+		if len(l) == 0 {
+			return nil
+		}
+		out := make(layout, len(l))
+		for i, s := range l {
+			s.step = Inherited
+			out[i] = s
+		}
+		return out
+	}
 	var out map[string]layout
+	set := func(ch string, l layout) {
+		if l == nil {
+			return
+		}
+		if out == nil {
+			out = make(map[string]layout, len(g.segmented)+len(layouts))
+		}
+		out[ch] = l
+	}
+	for ch := range layouts {
+		if _, has := cp.Values[ch]; has && cp.Versions[ch] == Inherited {
+			set(ch, inherited(ch))
+		}
+	}
 	for ch := range g.segmented {
 		v, has := cp.Values[ch]
 		if !has {
 			continue
 		}
-		var old layout
-		if l := layouts[ch]; len(l) > 0 {
-			old = make(layout, len(l))
-			for i, s := range l {
-				s.step = Inherited
-				old[i] = s
-			}
+		switch {
+		case cp.Versions[ch] != Inherited:
+			set(ch, nextLayout(inherited(ch), state[ch], v, 0))
+		case len(layouts[ch]) == 0:
+			cp.Versions[ch] = 0
+			set(ch, nextLayout(nil, nil, v, 0))
 		}
-		var l layout
-		switch cp.Versions[ch] {
-		case Inherited:
-			if old == nil {
-				cp.Versions[ch] = 0
-				l = nextLayout(nil, nil, v, 0)
-			} else {
-				l = old
-			}
-		default:
-			l = nextLayout(old, state[ch], v, 0)
-		}
-		if l == nil {
-			continue
-		}
-		if out == nil {
-			out = make(map[string]layout, len(g.segmented))
-		}
-		out[ch] = l
 	}
 	return out
 }

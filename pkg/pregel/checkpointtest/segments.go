@@ -53,6 +53,31 @@ func addItems(cur, update []segItem) []segItem {
 	return out
 }
 
+// plainState is segState with reducers that are not stored in segments.
+type plainState struct {
+	Log   []json.RawMessage `json:"log" reduce:"concat"`
+	Items []segItem         `json:"items" reduce:"items"`
+	Note  string            `json:"note"`
+}
+
+// plainGraph is segmentsGraph with reducers registered with
+// Builder.Reducer: a new version of the graph that stores the channels
+// whole.
+func plainGraph(t *testing.T) *pregel.Graph {
+	t.Helper()
+	g, err := pregel.NewGraph[plainState]("segments").
+		Reducer("items", pregel.ReducerOf(addItems)).
+		Reducer("concat", pregel.ReducerOf(func(cur, upd []json.RawMessage) []json.RawMessage { return append(slices.Clip(cur), upd...) })).
+		AddFunc("w", func(ctx context.Context, s plainState) (plainState, error) { return plainState{}, nil }).
+		AddEdge(pregel.Start, "w").
+		AddConditionalEdges("w", func(context.Context, plainState) ([]string, error) { return []string{"w"}, nil }, "w", pregel.End).
+		Compile(pregel.MaxSteps(1 << 20))
+	if err != nil {
+		t.Fatalf("compile the plain graph: %v", err)
+	}
+	return g
+}
+
 // segmentsGraph returns a graph whose node w runs at every step, with two
 // channels stored in segments (append and a custom AppendReducer) and one
 // last-value channel.
@@ -241,4 +266,28 @@ func testSegments(t *testing.T, s pregel.Checkpointer) {
 		})
 	}
 	checkSteps(t, s, run, cps)
+
+	// A new version of the graph that does not segment the channels
+	// resumes the run, and continues it in a new run: values stored in
+	// segments stay readable, changed ones are stored whole.
+	t.Run("GraphWithoutSegments", func(t *testing.T) {
+		plain := plainGraph(t)
+		cp := mustLoad(t, s, run, pregel.Latest)
+		resumed := slices.Clone(cps)
+		for range 15 {
+			cp = segStep(t, plain, w, cp)
+			if err := s.Commit(t.Context(), cp); err != nil {
+				t.Fatal(err)
+			}
+			resumed = append(resumed, cp)
+		}
+		checkSteps(t, s, run, resumed)
+		base := mustLoad(t, s, run, steps/2)
+		next := newRunID(t)
+		ncp, err := plain.ContinueFrom(t.Context(), next, base, json.RawMessage(`{"note":"plain"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSteps(t, s, next, segRun(t, s, plain, w, ncp, &runs.StepRef{RunID: run, Step: steps / 2}, 15))
+	})
 }
