@@ -43,6 +43,10 @@ type ThreadRunRequest struct {
 	// Strategy says what to do when the thread has an active run
 	// (default reject).
 	Strategy Strategy `json:"strategy,omitempty"`
+	// Message, if set, is the protocol message asking for the run (an
+	// A2A message), kept as the first of its Messages, as in
+	// CreateRequest.
+	Message json.RawMessage `json:"-"`
 }
 
 // ThreadState is a thread's state: the values of its latest committed
@@ -345,7 +349,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	now := s.now()
 	rec := Run{
 		ID: req.RunID, Graph: req.Graph, Status: pregel.RunPending, Input: input, ContextID: threadID, ThreadID: threadID, CreatedAt: now, UpdatedAt: now,
-		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}},
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}, Messages: appendMessage(nil, req.Message),
 	}
 	if claimed {
 		// The thread's head cannot move while the run holds it.
