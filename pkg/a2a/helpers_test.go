@@ -121,8 +121,8 @@ type envConfig struct {
 	token  string // the API's bearer token; the cards stay public (Server.PublicCards)
 	// threads: the Service keeps threads (A2A contexts are threads).
 	threads bool
-	opts   []a2a.Option
-	graphs []*pregel.Graph
+	opts    []a2a.Option
+	graphs  []*pregel.Graph
 }
 
 // newEnv starts a server with the chat and sum graphs, a scheduler and

@@ -217,8 +217,8 @@ type agent struct {
 	// (agent.MessagesChannel), shown as the history of tasks on a
 	// thread; "" if the graph has none.
 	messages string
-	v1    http.Handler
-	v03   http.Handler
+	v1       http.Handler
+	v03      http.Handler
 }
 
 // New returns the A2A server for the graphs of svc. It panics if svc or

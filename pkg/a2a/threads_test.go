@@ -360,4 +360,3 @@ func TestThreadStrategyOption(t *testing.T) {
 	a2a.New(e.svc, a2a.WithThreadStrategy("later"))
 	t.Fatal("New accepted an unknown strategy")
 }
-
