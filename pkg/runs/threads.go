@@ -146,7 +146,13 @@ func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
 	if err := checkThreadID(id); err != nil {
 		return Thread{}, err
 	}
-	return getThread(ctx, ts, id)
+	t, err := getThread(ctx, ts, id)
+	if err != nil {
+		return Thread{}, err
+	}
+	// A run that has stopped holds the thread no longer, even if its
+	// executor has not said so yet.
+	return s.passOnStopped(ctx, t)
 }
 
 // getThread reads a thread, saying in words what a missing one means.
@@ -183,6 +189,9 @@ func (s *Service) DeleteThread(ctx context.Context, id string) error {
 	for attempt := 0; ; attempt++ {
 		t, err := getThread(ctx, ts, id)
 		if err != nil {
+			return err
+		}
+		if t, err = s.passOnStopped(ctx, t); err != nil {
 			return err
 		}
 		if t.Active != "" || len(t.Queue) > 0 {
@@ -313,6 +322,9 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 		return Run{}, false, err
 	}
 
+	if _, err := s.passOnStopped(ctx, t); err != nil {
+		return Run{}, false, err
+	}
 	if t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
 		if err := s.repairClaim(ctx, threadID); err != nil {
 			return Run{}, false, err
@@ -380,6 +392,32 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	}
 	r, err = s.Runs.GetRun(ctx, req.RunID)
 	return r, created, err
+}
+
+// passOnStopped passes thread t on from its active run if that run has
+// already left it (completed, failed or cancelled, or paused and
+// superseded) and returns the thread as it is then. A run's record says
+// it stopped a moment before its executor passes the thread on
+// (RunStopped): a client that saw it finish and at once creates the next
+// run must not find the thread busy.
+func (s *Service) passOnStopped(ctx context.Context, t Thread) (Thread, error) {
+	if t.Active == "" {
+		return t, nil
+	}
+	r, err := s.Runs.GetRun(ctx, t.Active)
+	if err != nil {
+		return t, nil // not stored yet (its creator stores it), or unreadable: the claim stands
+	}
+	switch {
+	case r.Status.Terminal():
+	case (r.Status == pregel.RunDrained || r.Status == pregel.RunInterrupted) && r.SupersededBy != "":
+	default:
+		return t, nil
+	}
+	if err := s.RunStopped(ctx, r); err != nil {
+		return t, err
+	}
+	return getThread(ctx, s.Threads, t.ID)
 }
 
 // unclaim takes a run that could not be stored off its thread.
@@ -865,6 +903,9 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 	runID := pregel.NewRunID()
 	t, err := s.Threads.GetThread(ctx, id)
 	if err != nil {
+		return ThreadState{}, err
+	}
+	if t, err = s.passOnStopped(ctx, t); err != nil {
 		return ThreadState{}, err
 	}
 	if t.Active != "" {
