@@ -80,6 +80,10 @@ const (
 	// supersteps, as a Go duration (optional; the function's timeout,
 	// less tick.DefaultChainMargin, always bounds it).
 	EnvTickChainBudget = "TICK_CHAIN_BUDGET"
+	// EnvThreadStrategy is what an A2A message does when its context's
+	// thread has an active task: reject (the default), enqueue,
+	// interrupt or rollback (optional; see a2a.WithThreadStrategy).
+	EnvThreadStrategy = "A2A_THREAD_STRATEGY"
 )
 
 // Config is the deployment an App talks to.
@@ -101,6 +105,10 @@ type Config struct {
 	// Chain lets a tick run the next supersteps in the same invocation
 	// while their tasks are inline (zero: one superstep per message).
 	Chain tick.Chain
+	// ThreadStrategy is what an A2A message does when its context's
+	// thread has an active task (empty: reject); it applies where the
+	// Service keeps threads (see a2a.WithThreadStrategy).
+	ThreadStrategy runs.Strategy
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -108,11 +116,12 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	c := Config{
-		Table:         get(EnvTable),
-		TickQueueURL:  get(EnvTickQueue),
-		NodeQueueURL:  get(EnvNodeQueue),
-		StartQueueURL: get(EnvStartQueue),
-		APIToken:      get(EnvAPIToken),
+		Table:          get(EnvTable),
+		TickQueueURL:   get(EnvTickQueue),
+		NodeQueueURL:   get(EnvNodeQueue),
+		StartQueueURL:  get(EnvStartQueue),
+		APIToken:       get(EnvAPIToken),
+		ThreadStrategy: runs.Strategy(get(EnvThreadStrategy)),
 	}
 	var errs []error
 	if v := get(EnvTaskLease); v != "" {
@@ -162,6 +171,9 @@ func (c Config) validate() error {
 	}
 	if !strings.HasSuffix(c.TickQueueURL, ".fifo") {
 		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
+	}
+	if _, err := runs.ParseStrategy(string(c.ThreadStrategy)); err != nil {
+		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback (empty: reject)", EnvThreadStrategy, c.ThreadStrategy)
 	}
 	return nil
 }
@@ -260,7 +272,10 @@ func New(o Options) (*App, error) {
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
 	// follows the run record.
-	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout))
+	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout),
+		// A message's contextId names a thread where the Service keeps
+		// threads; the strategy says what a message does on a busy one.
+		a2a.WithThreadStrategy(o.Config.ThreadStrategy))
 	httpAPI.Handle(a2a.Pattern, agents)
 	handler := agents.PublicCards(httpAPI) // agent cards need no token
 	if o.Middleware != nil {
