@@ -270,3 +270,47 @@ func TestRunsWatchResumesDroppedStream(t *testing.T) {
 		t.Errorf("create --wait opened %d streams, want a second after the break", len(ids))
 	}
 }
+
+// Against a server that does not stream runs (501), --wait polls and
+// watch says what to use instead; a server that answers a stream with
+// something else is refused.
+func TestWaitWithoutStreams(t *testing.T) {
+	var polls int
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodPost:
+			io.WriteString(w, `{"run_id":"r1","graph":"counter","status":"pending"}`)
+		case strings.HasSuffix(r.URL.Path, "/r1/stream"):
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusNotImplemented)
+			io.WriteString(w, `{"status":501,"title":"Not implemented"}`)
+		case strings.HasSuffix(r.URL.Path, "/r2/stream"):
+			io.WriteString(w, `<html>a login page</html>`)
+		default:
+			polls++
+			status := "running"
+			if polls > 2 {
+				status = "failed"
+			}
+			fmt.Fprintf(w, `{"run_id":"r1","graph":"counter","status":%q,"step":2}`, status)
+		}
+	}))
+	defer srv.Close()
+	h := newHarness(t)
+	h.env[ServerEnv] = srv.URL
+	r := h.run("runs", "create", "counter", "--wait").want(t, ExitFailed)
+	if !strings.Contains(r.stdout, "run r1 of counter created: failed at step 2") || polls != 3 {
+		t.Errorf("create --wait after %d polls:\n%s%s", polls, r.stdout, r.stderr)
+	}
+	r = h.run("runs", "watch", "r1").want(t, ExitFailed)
+	if !strings.Contains(r.stderr, "does not stream runs; use 'superstep runs show r1'") {
+		t.Errorf("watch:\n%s", r.stderr)
+	}
+	r = h.run("runs", "watch", "r2").want(t, ExitFailed)
+	if !strings.Contains(r.stderr, "not an event stream") {
+		t.Errorf("watch of a non-stream:\n%s", r.stderr)
+	}
+}
