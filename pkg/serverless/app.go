@@ -262,7 +262,8 @@ func New(o Options) (*App, error) {
 	// follows the run record.
 	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout))
 	httpAPI.Handle(a2a.Pattern, agents)
-	handler := agents.PublicCards(httpAPI) // agent cards need no token
+	// Agent cards need no token; with tracing on, a server span per request.
+	handler := o.Tracer.HTTPHandler(agents.PublicCards(httpAPI))
 	if o.Middleware != nil {
 		handler = o.Middleware(handler)
 	}
