@@ -1031,6 +1031,8 @@ func fullResult(run string, step int) pregel.TaskResult {
 		Interrupts:   []pregel.InterruptInfo{{ID: "i1", TaskID: id, Node: "agent", Value: raw(`{"ask":"ok?"}`)}},
 		Resume:       map[string]json.RawMessage{"i0": raw(`"yes"`)},
 		DrainRequest: "deploying",
+		Started:      time.Date(2026, 11, 26, 14, 0, 0, 123456789, time.UTC),
+		Finished:     time.Date(2026, 11, 26, 14, 0, 2, 1, time.UTC),
 	}
 }
 
