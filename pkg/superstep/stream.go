@@ -2,6 +2,7 @@ package superstep
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,7 +40,7 @@ func readSSE(r io.Reader, fn func(sseMessage) error) error {
 	for sc.Scan() {
 		line := sc.Text()
 		if line == "" {
-			if hasData || m.Event != "" {
+			if hasData { // as in EventSource: a message without data is not dispatched
 				if m.Event == "" {
 					m.Event = "message"
 				}
@@ -107,8 +108,8 @@ type followOptions struct {
 // server's heartbeats allow, is opened again with Last-Event-ID, so that
 // no event is missed or repeated.
 func (c *client) follow(ctx context.Context, id string, o followOptions) (api.StreamEnd, error) {
-	idle := cmp0(o.Idle, streamIdle)
-	attempts := cmp0(o.Attempts, 6)
+	idle := cmp.Or(o.Idle, streamIdle)
+	attempts := cmp.Or(o.Attempts, 6)
 	var (
 		lastID string
 		fails  int
@@ -170,14 +171,6 @@ func (c *client) follow(ctx context.Context, id string, o followOptions) (api.St
 }
 
 var errStreamDone = errors.New("end of stream")
-
-func cmp0[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
 
 // streamOnce opens the stream once, after lastID, and reads it until it
 // ends, fn returns an error, or nothing comes for idle. Errors the server

@@ -314,3 +314,32 @@ func TestWaitWithoutStreams(t *testing.T) {
 		t.Errorf("watch of a non-stream:\n%s", r.stderr)
 	}
 }
+
+func TestReadSSE(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []sseMessage
+	}{
+		{"one event", "id: 3\nevent: custom\ndata: {\"a\":1}\n\n", []sseMessage{{ID: "3", Event: "custom", Data: []byte(`{"a":1}`)}}},
+		{"comments and heartbeats skipped", ": stream of run x\n\n: heartbeat\n\nevent: end\ndata: {}\n\n", []sseMessage{{Event: "end", Data: []byte(`{}`)}}},
+		{"data lines joined, no space after the colon", "data:a\ndata: b\n\n", []sseMessage{{Event: "message", Data: []byte("a\nb")}}},
+		{"CRLF line ends", "event: x\r\ndata: 1\r\n\r\n", []sseMessage{{Event: "x", Data: []byte("1")}}},
+		{"a message without data is not dispatched", "event: x\n\nid: 4\ndata: 2\n\n", []sseMessage{{ID: "4", Event: "message", Data: []byte("2")}}},
+		{"unknown fields ignored", "retry: 10\nfoo\ndata: 1\n\n", []sseMessage{{Event: "message", Data: []byte("1")}}},
+		{"a message cut off is dropped", "data: 1\n\ndata: 2\n", []sseMessage{{Event: "message", Data: []byte("1")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []sseMessage
+			err := readSSE(strings.NewReader(tc.in), func(m sseMessage) error {
+				got = append(got, m)
+				return nil
+			})
+			if err != io.ErrUnexpectedEOF {
+				t.Errorf("readSSE returned %v at the end of the stream, want io.ErrUnexpectedEOF", err)
+			}
+			if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", tc.want) {
+				t.Errorf("messages %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
