@@ -50,11 +50,11 @@ require (
 )
 
 require (
-	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.26
-	github.com/aws/aws-sdk-go-v2/service/bedrockruntime v1.63.12
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.26
+	github.com/aws/aws-sdk-go-v2/service/bedrockruntime v1.63.12
 	github.com/google/jsonschema-go v0.4.3
 )
 
