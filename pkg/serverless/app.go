@@ -277,7 +277,8 @@ func New(o Options) (*App, error) {
 		// threads; the strategy says what a message does on a busy one.
 		a2a.WithThreadStrategy(o.Config.ThreadStrategy))
 	httpAPI.Handle(a2a.Pattern, agents)
-	handler := agents.PublicCards(httpAPI) // agent cards need no token
+	// Agent cards need no token; with tracing on, a server span per request.
+	handler := o.Tracer.HTTPHandler(agents.PublicCards(httpAPI))
 	if o.Middleware != nil {
 		handler = o.Middleware(handler)
 	}

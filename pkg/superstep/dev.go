@@ -153,7 +153,9 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		_ = sched.Shutdown(context.Background(), 0)
 		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
 	}
-	srv := api.NewServer(env.s.wrap(inspector.New(agents.PublicCards(handler))), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
+	// The web inspector at /, the API's routes keep precedence; with
+	// tracing on, a server span per API request.
+	srv := api.NewServer(env.s.wrap(inspector.New(tr.HTTPHandler(agents.PublicCards(handler)))), api.ServerConfig{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
