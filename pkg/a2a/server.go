@@ -251,11 +251,16 @@ func New(svc *runs.Service, opts ...Option) *Server {
 // prefix and everything under it (Pattern, with the default prefix).
 func (s *Server) Pattern() string { return s.prefix + "/" }
 
-// textChannel picks the channel receiving a graph's text parts.
+// textChannel picks the channel receiving a graph's text parts: the one
+// WithTextChannel names, else the one the graph declares with
+// pregel.TextInput, else DefaultTextChannel if the graph has it.
 func (s *Server) textChannel(g *pregel.Graph) string {
 	ch, ok := s.textChannels[g.Name()]
 	if !ok {
 		ch = DefaultTextChannel
+		if d := g.TextChannel(); d != "" {
+			ch = d
+		}
 	}
 	for _, c := range g.Channels() {
 		if c == ch {

@@ -242,8 +242,13 @@ func New(cfg Config) (*pregel.Graph, error) {
 	b := Register(pregel.NewGraph[State](cfg.Name)).Describe(cfg.Description)
 	b.AddNode(ModelNode, m, pregel.Writes("messages", "usage"), pregel.WithRetry(modelRetry),
 		pregel.Describe("Model", "Answers the conversation, possibly asking for tools"))
+	toolsDesc := "Runs one tool call of the model's last turn"
+	if len(cfg.Approve) > 0 {
+		toolsDesc += fmt.Sprintf(". A call of %s waits for a person's approval (the run is interrupted; over A2A the task is input-required): %s",
+			strings.Join(cfg.Approve, ", "), approvalShapes)
+	}
 	toolOpts := []pregel.NodeOption{pregel.Writes("messages"), pregel.WithRetry(cfg.ToolRetry),
-		pregel.Describe("Tools", "Runs one tool call of the model's last turn")}
+		pregel.Describe("Tools", toolsDesc)}
 	if cfg.RemoteTools {
 		toolOpts = append(toolOpts, pregel.Remote())
 	}
