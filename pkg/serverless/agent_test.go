@@ -3,6 +3,7 @@ package serverless_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -196,5 +197,136 @@ func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 				t.Errorf("the node function ran %d times for inline tools", s.nodeCalls.Load())
 			}
 		})
+	}
+}
+
+// a2aCall sends a JSON-RPC request to a graph's A2A endpoint and returns
+// the task of the answer.
+func (s *stack) a2aCall(graph string, message map[string]any) a2aTask {
+	s.t.Helper()
+	req := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": map[string]any{"message": message}}
+	var resp struct {
+		Result a2aTask `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if st := s.do("POST", "/a2a/"+graph, req, &resp); st != http.StatusOK || resp.Error != nil {
+		s.t.Fatalf("message/send: status %d, error %+v", st, resp.Error)
+	}
+	return resp.Result
+}
+
+// a2aTask is the part of an A2A 0.3 task the tests read.
+type a2aTask struct {
+	ID        string `json:"id"`
+	ContextID string `json:"contextId"`
+	Status    struct {
+		State   string `json:"state"`
+		Message struct {
+			Parts []struct {
+				Kind string `json:"kind"`
+				Text string `json:"text"`
+				Data any    `json:"data"`
+			} `json:"parts"`
+		} `json:"message"`
+	} `json:"status"`
+}
+
+func (t a2aTask) text() string {
+	var b strings.Builder
+	for _, p := range t.Status.Message.Parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// Approval over A2A on the serverless path, the tool node remote: the
+// api function answers message/send with the input-required task once
+// the node function's refund task asks; the answer (approve, edit, reject,
+// after a refused one) resumes that task in the node function.
+func TestAgentApprovalOverServerlessA2A(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	refunds := map[string]string{} // run -> the refund made
+	refund, err := agent.NewTool("refund", "Refunds an order", func(ctx context.Context, in struct {
+		OrderID string `json:"order_id"`
+		Cents   int    `json:"cents"`
+	}) (string, error) {
+		info, _ := pregel.TaskFrom(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		refunds[info.RunID] += fmt.Sprintf("%s:%d;", in.OrderID, in.Cents)
+		return fmt.Sprintf("refunded %d cents on %s", in.Cents, in.OrderID), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &agent.Scripted{Reply: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
+		last := req.Messages[len(req.Messages)-1]
+		if last.Role == agent.RoleUser {
+			return &agent.Response{Message: agent.Message{Content: []agent.Block{{ToolCall: &agent.ToolCall{ID: "r1", Name: "refund", Input: json.RawMessage(`{"order_id":"A-1","cents":500}`)}}}}}, nil
+		}
+		res := last.Content[0].ToolResult
+		return &agent.Response{Message: agent.AssistantText(fmt.Sprintf("Result: %s (error %v)", res.Content, res.Error))}, nil
+	}}
+	g, err := agent.New(agent.Config{Name: "refunder", Model: model, Tools: []agent.Tool{refund}, Approve: []string{"refund"}, RemoteTools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{graphs: []*pregel.Graph{g}})
+	for _, tc := range []struct {
+		name    string
+		answers []map[string]any // parts; all but the last are refused
+		refund  string
+		reply   string
+	}{
+		{"approve", []map[string]any{{"kind": "text", "text": "approve"}}, "A-1:500;", "Result: refunded 500 cents on A-1 (error false)"},
+		{"edit after a refused answer", []map[string]any{
+			{"kind": "data", "data": map[string]any{"decision": "edit"}},
+			{"kind": "data", "data": map[string]any{"decision": "edit", "input": map[string]any{"order_id": "A-1", "cents": 200}}},
+		}, "A-1:200;", "Result: refunded 200 cents on A-1 (error false)"},
+		{"reject", []map[string]any{{"kind": "data", "data": map[string]any{"decision": "reject", "message": "needs a manager"}}}, "",
+			"Result: the user rejected this call: needs a manager (error true)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := func(part map[string]any, extra map[string]any) map[string]any {
+				m := map[string]any{"kind": "message", "role": "user", "messageId": fmt.Sprint(time.Now().UnixNano()), "parts": []any{part}}
+				for k, v := range extra {
+					m[k] = v
+				}
+				return m
+			}
+			task := s.a2aCall("refunder", msg(map[string]any{"kind": "text", "text": "refund A-1"}, nil))
+			if task.Status.State != "input-required" || !strings.Contains(task.text(), "Approve the call of tool refund") {
+				t.Fatalf("task %s is %s (%q), want input-required with the question", task.ID, task.Status.State, task.text())
+			}
+			follow := map[string]any{"taskId": task.ID, "contextId": task.ContextID}
+			for _, bad := range tc.answers[:len(tc.answers)-1] {
+				again := s.a2aCall("refunder", msg(bad, follow))
+				if again.Status.State != "input-required" || !strings.HasPrefix(again.text(), "Your last answer was not accepted: ") {
+					t.Fatalf("after %v: %s (%q), want the question asked again with the reason", bad, again.Status.State, again.text())
+				}
+			}
+			done := s.a2aCall("refunder", msg(tc.answers[len(tc.answers)-1], follow))
+			if done.ID != task.ID || done.Status.State != "completed" {
+				t.Fatalf("after the answer: task %s is %s (%q)", done.ID, done.Status.State, done.text())
+			}
+			r := s.get(task.ID)
+			msgs := values[[]agent.Message](t, r, agent.MessagesChannel)
+			if got := msgs[len(msgs)-1].Text(); got != tc.reply {
+				t.Errorf("final answer %q, want %q", got, tc.reply)
+			}
+			mu.Lock()
+			got := refunds[task.ID]
+			mu.Unlock()
+			if got != tc.refund {
+				t.Errorf("refunds made %q, want %q", got, tc.refund)
+			}
+		})
+	}
+	if s.nodeCalls.Load() == 0 {
+		t.Error("the node function never ran: the tools were not remote")
 	}
 }
