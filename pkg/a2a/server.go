@@ -274,9 +274,7 @@ func New(svc *runs.Service, opts ...Option) *Server {
 	s.agents = make(map[string]*agent)
 	for _, g := range svc.Graphs.List() {
 		a := &agent{graph: g, text: s.textChannel(g)}
-		if _, explicit := s.textChannels[g.Name()]; a.text == "" && !explicit && g.TextChannel() != "" {
-			a.text, a.declared = g.TextChannel(), true
-		}
+		a.declared = a.text != "" && a.text == g.TextChannel()
 		if slices.Contains(g.Channels(), agentpkg.MessagesChannel) {
 			a.messages = agentpkg.MessagesChannel
 		}
@@ -300,11 +298,16 @@ func (s *Server) threads() bool { return !s.threadsOff && s.svc.Threads != nil }
 // prefix and everything under it (Pattern, with the default prefix).
 func (s *Server) Pattern() string { return s.prefix + "/" }
 
-// textChannel picks the channel receiving a graph's text parts.
+// textChannel picks the channel receiving a graph's text parts: the one
+// WithTextChannel names, else the one the graph declares with
+// pregel.TextInput, else DefaultTextChannel if the graph has it.
 func (s *Server) textChannel(g *pregel.Graph) string {
 	ch, ok := s.textChannels[g.Name()]
 	if !ok {
 		ch = DefaultTextChannel
+		if d := g.TextChannel(); d != "" {
+			ch = d
+		}
 	}
 	for _, c := range g.Channels() {
 		if c == ch {

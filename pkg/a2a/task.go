@@ -84,13 +84,20 @@ func status(r runs.Run) (core.TaskState, *core.Message) {
 // interruptStatus turns pending interrupts into the question of an
 // input-required (or auth-required) task: a text part for a string
 // payload or an object's "question" (or message, prompt, text), and a data
-// part for any other payload, one per interrupt.
+// part for any other payload, one per interrupt; when the node asks again
+// because it could not use an answer, a text part saying why comes first.
 func interruptStatus(r runs.Run) (core.TaskState, *core.Message) {
 	state := core.TaskStateInputRequired
 	var parts core.ContentParts
 	pending := make([]any, 0, len(r.Interrupts))
 	for _, in := range r.Interrupts {
-		pending = append(pending, map[string]any{"id": in.ID, "node": in.Node})
+		entry := map[string]any{"id": in.ID, "node": in.Node}
+		if in.Error != "" {
+			// The node asks again: an answer it could not use came first.
+			entry["error"] = in.Error
+			parts = append(parts, core.NewTextPart("Your last answer was not accepted: "+in.Error+". Please answer again."))
+		}
+		pending = append(pending, entry)
 		if len(in.Value) > api.MaxInlineValueBytes || jsonin.Depth(in.Value, jsonin.MaxDepth) > jsonin.MaxDepth {
 			parts = append(parts, core.NewTextPart(fmt.Sprintf("the question of node %q is too large to show here; GET %s gives it", in.Node, api.InterruptHref(r.ID, in.ID))))
 			continue
@@ -434,7 +441,8 @@ func readParts(parts core.ContentParts) (content, error) {
 
 // input builds a new run's input from a message: each data part must be a
 // JSON object of channel values (merged in order), and the text parts,
-// joined by newlines, go to the agent's text channel. A message the graph
+// joined by newlines, go to the agent's text channel (as the graph's
+// pregel.TextInput makes them, when it declares one). A message the graph
 // cannot take gives a reason to reject the task.
 func (a *agent) input(c content) (json.RawMessage, string) {
 	in := make(map[string]any)

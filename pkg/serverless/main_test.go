@@ -32,6 +32,7 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
+	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/tracing"
 )
 
@@ -91,6 +92,11 @@ type stackOptions struct {
 	work func(ctx context.Context)
 	// tracer, when set, traces the stack.
 	tracer *tracing.Tracer
+	// graphs are served besides the examples and remote-fanout.
+	graphs []*pregel.Graph
+	// wrapTick and wrapNode, when set, wrap the tick and node functions'
+	// handlers (to fail or kill an invocation).
+	wrapTick, wrapNode func(sqsqueue.Handler) sqsqueue.Handler
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -121,7 +127,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	cfg.APIToken = o.token
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
-	reg := registry(t, o.work)
+	reg := registry(t, o.work, o.graphs...)
 	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +140,12 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		// Short polls: mototest serialises the emulator's requests, so
 		// a long poll would hold up every other request.
 		p := app.Pollers(serverless.PollOptions{TickConcurrency: 2, NodeConcurrency: 3, IdleDelay: 50 * time.Millisecond, Timeout: 30 * time.Second})
+		if o.wrapTick != nil {
+			p.Tick.Handler = o.wrapTick(p.Tick.Handler)
+		}
+		if o.wrapNode != nil {
+			p.Node.Handler = o.wrapNode(p.Node.Handler)
+		}
 		node := p.Node.Handler
 		p.Node.Handler = func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			s.nodeCalls.Add(1)
@@ -157,14 +169,15 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	return s
 }
 
-// registry serves the examples and the test graph with remote nodes.
-func registry(t *testing.T, work func(context.Context)) *runs.Registry {
+// registry serves the examples, the test graph with remote nodes and
+// extra.
+func registry(t *testing.T, work func(context.Context), extra ...*pregel.Graph) *runs.Registry {
 	t.Helper()
 	all, err := examples.All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runs.NewRegistry(append(all, remoteGraph(t, work))...)
+	reg, err := runs.NewRegistry(append(append(all, remoteGraph(t, work)), extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
