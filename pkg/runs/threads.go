@@ -587,7 +587,12 @@ func (s *Service) seed(ctx context.Context, cp *pregel.Checkpoint, base *StepRef
 // the run's last committed step (the step it started from if it was
 // rolled back), and the first queued run, if any, becomes active and
 // starts. Executors call it when a run stops; it is idempotent and does
-// nothing for runs without a thread.
+// nothing for runs without a thread. Called again for a run that has
+// passed its thread on, it starts the thread's active run if that has not
+// started (the first call may have stopped half way), so an executor that
+// calls it on every redelivery of a stopped run's message finishes a
+// hand-off cut short by a crash; the thread's conditional writes and the
+// fenced commit of step 0 keep a run from starting twice.
 func (s *Service) RunStopped(ctx context.Context, r Run) error {
 	if r.ThreadID == "" || s.Threads == nil {
 		return nil
@@ -612,7 +617,7 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 		}
 	}
 	var next string
-	_, err := MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
+	t, err := MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
 		next = ""
 		if t.Active != r.ID {
 			return errNotActive
@@ -625,7 +630,15 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errNotActive) || errors.Is(err, ErrNotFound):
+	case errors.Is(err, errNotActive):
+		// Passed on before, maybe by a call for this run that stopped
+		// (crashed) before it started the next run: starting the
+		// thread's active run is idempotent, and finishes that call.
+		if t.Active == "" {
+			return nil
+		}
+		return s.startIfActive(ctx, r.ThreadID, t.Active)
+	case errors.Is(err, ErrNotFound):
 		return nil
 	case err != nil:
 		return fmt.Errorf("pass thread %q on from run %q: %w", r.ThreadID, r.ID, err)

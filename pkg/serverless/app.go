@@ -250,9 +250,14 @@ func New(o Options) (*App, error) {
 		Graphs:      o.Graphs,
 		Runs:        store,
 		Checkpoints: store,
-		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
-		Logger:      log,
+		// Threads: one active run each (a conditional write on the
+		// thread's item); the tick and node handlers pass a thread on
+		// when its run stops, and start the next run with a tick.
+		Threads:    store,
+		Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
+		Logger:     log,
 	}
+	ticks.Threads = svc
 	if o.Tracer != nil {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
