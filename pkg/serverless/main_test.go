@@ -91,6 +91,8 @@ type stackOptions struct {
 	work func(ctx context.Context)
 	// tracer, when set, traces the stack.
 	tracer *tracing.Tracer
+	// graphs are served besides the examples and remote-fanout.
+	graphs []*pregel.Graph
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -121,7 +123,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	cfg.APIToken = o.token
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
-	reg := registry(t, o.work)
+	reg := registry(t, o.work, o.graphs...)
 	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer})
 	if err != nil {
 		t.Fatal(err)
@@ -158,13 +160,13 @@ func newStack(t *testing.T, o stackOptions) *stack {
 }
 
 // registry serves the examples and the test graph with remote nodes.
-func registry(t *testing.T, work func(context.Context)) *runs.Registry {
+func registry(t *testing.T, work func(context.Context), more ...*pregel.Graph) *runs.Registry {
 	t.Helper()
 	all, err := examples.All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runs.NewRegistry(append(all, remoteGraph(t, work))...)
+	reg, err := runs.NewRegistry(append(append(all, remoteGraph(t, work)), more...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

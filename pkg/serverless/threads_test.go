@@ -1,0 +1,409 @@
+package serverless_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/tick"
+)
+
+// chatState is the state of the thread tests' graph.
+type chatState struct {
+	Messages []string `json:"messages" reduce:"append"`
+}
+
+// chatLog records the executions of the chat graph's nodes: which run
+// each was of, in order, and whether nodes of two different runs ever
+// executed at once.
+type chatLog struct {
+	mu      sync.Mutex
+	order   []string       // the run of each execution, in order
+	inside  map[string]int // executing now, by run
+	overlap []string       // runs that executed at once
+}
+
+func (c *chatLog) enter(ctx context.Context) func() {
+	info, _ := pregel.TaskFrom(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for other, n := range c.inside {
+		if n > 0 && other != info.RunID {
+			c.overlap = append(c.overlap, other+"+"+info.RunID)
+		}
+	}
+	c.inside[info.RunID]++
+	c.order = append(c.order, info.RunID)
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.inside[info.RunID]--
+	}
+}
+
+// chatGraph is a two-step conversation turn: reply (inline, in the tick
+// handler) answers the last message, done (remote, in the node handler)
+// closes the turn; so a run ends in the node handler, and a drain or a
+// cancel stops it in either.
+func chatGraph(t *testing.T, log *chatLog) *pregel.Graph {
+	t.Helper()
+	g := pregel.NewGraph[chatState]("chat")
+	g.AddFunc("reply", func(ctx context.Context, s chatState) (chatState, error) {
+		defer log.enter(ctx)()
+		return chatState{Messages: []string{"re:" + s.Messages[len(s.Messages)-1]}}, nil
+	})
+	g.AddFunc("done", func(ctx context.Context, s chatState) (chatState, error) {
+		defer log.enter(ctx)()
+		return chatState{Messages: []string{"done"}}, nil
+	}, pregel.Remote())
+	g.AddEdge(pregel.Start, "reply").AddEdge("reply", "done").AddEdge("done", pregel.End)
+	cg, err := g.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cg
+}
+
+// delivery is an SQS message as a handler gets it.
+type delivery struct {
+	queue string // tick or node
+	id    string
+	body  string
+}
+
+// receive takes (and deletes) what the queue at url offers now, as the
+// event source mapping would before handing the messages over.
+func (s *stack) receive(queue, url string) []delivery {
+	s.t.Helper()
+	ctx := s.t.Context()
+	out, err := s.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var ds []delivery
+	for _, m := range out.Messages {
+		if _, err := s.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			s.t.Fatal(err)
+		}
+		ds = append(ds, delivery{queue: queue, id: aws.ToString(m.MessageId), body: aws.ToString(m.Body)})
+	}
+	return ds
+}
+
+// handle gives a message to its handler; it reports whether the handler
+// took it (false: it asked for the message to be delivered again).
+func (s *stack) handle(d delivery) bool {
+	ctx := s.t.Context()
+	url, handler := s.cfg.NodeQueueURL, s.app.HandleNode
+	if d.queue == "tick" {
+		url, handler = s.cfg.TickQueueURL, s.app.HandleTick
+	}
+	arn := "arn:aws:sqs:us-east-1:123456789012:" + url[strings.LastIndex(url, "/")+1:]
+	resp, err := handler(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: d.id, Body: d.body, EventSource: "aws:sqs", EventSourceARN: arn}}})
+	if err != nil {
+		s.t.Errorf("%s handler: %v", d.queue, err)
+	}
+	return err == nil && len(resp.BatchItemFailures) == 0
+}
+
+// chaos delivers the tick and node messages until none is left, as a
+// hostile queue would: each round takes what the queues offer, delivers
+// some messages twice and some earlier ones again (late duplicates), in a
+// random order, all at once. A message a handler fails is delivered again
+// in a later round. At the end every message is delivered once more.
+func (s *stack) chaos(rng *rand.Rand) {
+	s.t.Helper()
+	var seen, retry []delivery
+	for round := 0; ; round++ {
+		if round > 3000 {
+			s.t.Fatal("messages never stop")
+		}
+		fresh := slices.Concat(s.receive("tick", s.cfg.TickQueueURL), s.receive("node", s.cfg.NodeQueueURL))
+		batch := slices.Concat(retry, fresh)
+		retry = nil
+		if len(batch) == 0 {
+			if s.queueDepth(s.cfg.TickQueueURL)+s.queueDepth(s.cfg.NodeQueueURL) == 0 {
+				break
+			}
+			continue
+		}
+		for _, d := range fresh {
+			if rng.IntN(3) == 0 {
+				batch = append(batch, d) // delivered twice
+			}
+		}
+		for range rng.IntN(3) {
+			if len(seen) > 0 {
+				batch = append(batch, seen[rng.IntN(len(seen))]) // a late duplicate
+			}
+		}
+		seen = append(seen, fresh...)
+		rng.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, d := range batch {
+			wg.Go(func() {
+				if !s.handle(d) {
+					mu.Lock()
+					retry = append(retry, d)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+	}
+	rng.Shuffle(len(seen), func(i, j int) { seen[i], seen[j] = seen[j], seen[i] })
+	for _, d := range seen {
+		s.handle(d)
+	}
+	s.settle()
+}
+
+// TestThreadStrategies: runs on one thread through the api, tick and node
+// handlers on moto. For each strategy, n runs are created at once on a
+// thread whose run is between its two steps, then the messages are
+// delivered in order, or duplicated and reordered. Never do two runs of
+// the thread execute at once or interleave; reject refuses all but one
+// with 409; enqueue runs all of them in arrival order, none lost;
+// interrupt drains the busy run after its committed step and runs the
+// rest in order; rollback cancels it, discards its step, and runs the
+// rest in order. The thread ends idle with the state its runs promise, and
+// no message is left.
+func TestThreadStrategies(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	for _, mode := range []string{"in-order", "duplicated-reordered"} {
+		for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
+			t.Run(mode+"/"+string(st), func(t *testing.T) {
+				t.Parallel()
+				testThreadStrategy(t, st, n, mode != "in-order")
+			})
+		}
+	}
+}
+
+func testThreadStrategy(t *testing.T, st runs.Strategy, n int, hostile bool) {
+	log := &chatLog{inside: map[string]int{}}
+	s := newStack(t, stackOptions{noPollers: true, graphs: []*pregel.Graph{chatGraph(t, log)}})
+	ctx := t.Context()
+	svc := s.app.Service
+	const th = "conversation"
+	if code := s.do("POST", "/v1/threads", map[string]string{"thread_id": th}, nil); code != http.StatusCreated {
+		t.Fatalf("create thread: %d", code)
+	}
+	say := func(msg string, strategy runs.Strategy) (string, int, api.BusyProblem) {
+		var out struct {
+			RunID       string `json:"run_id"`
+			ActiveRunID string `json:"active_run_id"`
+		}
+		code := s.do("POST", "/v1/threads/"+th+"/runs", map[string]any{"graph": "chat", "input": map[string]any{"messages": []string{msg}}, "strategy": strategy}, &out)
+		return out.RunID, code, api.BusyProblem{ActiveRunID: out.ActiveRunID}
+	}
+	var run0 string
+	if st != runs.StrategyReject {
+		// The thread is busy: its run has committed reply and waits for
+		// its done task.
+		var code int
+		if run0, code, _ = say("m00", ""); code != http.StatusAccepted {
+			t.Fatalf("first run: %d", code)
+		}
+		s.pump(s.cfg.TickQueueURL, s.app.HandleTick)
+		if r, err := svc.Get(ctx, run0); err != nil || r.Status != pregel.RunRunning || r.Step != 1 {
+			t.Fatalf("first run: %+v %v, want running at step 1", r, err)
+		}
+	}
+	ids := make([]string, n)
+	codes := make([]int, n)
+	busy := make([]api.BusyProblem, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { ids[i], codes[i], busy[i] = say(fmt.Sprintf("m%02d", i+1), st) })
+	}
+	wg.Wait()
+	var accepted []string
+	for i, code := range codes {
+		switch {
+		case code == http.StatusAccepted:
+			accepted = append(accepted, ids[i])
+		case code == http.StatusConflict && st == runs.StrategyReject:
+			if busy[i].ActiveRunID == "" {
+				t.Errorf("409 without the active run's id: %+v", busy[i])
+			}
+		default:
+			t.Fatalf("create %d: status %d", i, code)
+		}
+	}
+	thr, err := svc.GetThread(ctx, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrival := slices.Concat([]string{thr.Active}, thr.Queue)
+	if hostile {
+		// Handlers also crash half way: before a stopped run passes its
+		// thread on, and after it did but before the next run's tick
+		// was sent (once for each run). The messages' next deliveries
+		// finish the hand-off.
+		s.app.Ticks.Threads = &crashingThreads{Threads: s.app.Ticks.Threads, seen: map[string]bool{}}
+		s.app.Service.Dispatcher = &crashingDispatcher{Dispatcher: s.app.Service.Dispatcher, seen: map[string]bool{}}
+		s.chaos(rand.New(rand.NewPCG(uint64(len(st)), 7)))
+	} else {
+		s.settle()
+	}
+
+	if thr, err = svc.GetThread(ctx, th); err != nil {
+		t.Fatal(err)
+	}
+	if thr.Active != "" || len(thr.Queue) > 0 {
+		t.Fatalf("thread still has run %q active and %v queued", thr.Active, thr.Queue)
+	}
+	if len(log.overlap) > 0 {
+		t.Errorf("runs of one thread executed at once: %v", log.overlap)
+	}
+	// Each run executed in one stretch: once another run executed, it
+	// never did again.
+	var stretches []string
+	for _, id := range log.order {
+		if len(stretches) == 0 || stretches[len(stretches)-1] != id {
+			stretches = append(stretches, id)
+		}
+	}
+	if c := slices.Clone(stretches); len(slices.Compact(func() []string { slices.Sort(c); return c }())) != len(stretches) {
+		t.Errorf("runs of the thread interleaved: executions by run %v", stretches)
+	}
+
+	state, err := svc.State(ctx, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := json.Unmarshal(state.Values["messages"], &got); err != nil {
+		t.Fatal(err)
+	}
+	turn := func(id string) []string {
+		r, err := svc.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in chatState
+		if err := json.Unmarshal(r.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		return []string{in.Messages[0], "re:" + in.Messages[0], "done"}
+	}
+	status := func(id string) runs.Run {
+		r, err := svc.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	var want []string
+	switch st {
+	case runs.StrategyReject:
+		if len(accepted) != 1 {
+			t.Fatalf("reject: %d accepted, want 1 (and %d refused with 409)", len(accepted), n-1)
+		}
+		want = turn(accepted[0])
+	case runs.StrategyEnqueue, runs.StrategyInterrupt:
+		if len(arrival) != n+1 || arrival[0] != run0 {
+			t.Fatalf("%s: the thread held %v, want %s then %d queued", st, arrival, run0, n)
+		}
+		for i, id := range arrival {
+			w := turn(id)
+			if i == 0 && st == runs.StrategyInterrupt {
+				w = w[:2] // drained after reply
+			}
+			want = append(want, w...)
+		}
+		if !slices.Equal(stretches, arrival) {
+			t.Errorf("%s: runs executed in order\n%v\nwant arrival order\n%v", st, stretches, arrival)
+		}
+	case runs.StrategyRollback:
+		if len(accepted) != n || len(arrival) != n+1 {
+			t.Fatalf("rollback: %d accepted, thread held %v", len(accepted), arrival)
+		}
+		for _, id := range arrival[1:] {
+			want = append(want, turn(id)...)
+		}
+		if !slices.Equal(stretches, arrival) {
+			t.Errorf("rollback: runs executed in order\n%v\nwant arrival order\n%v", stretches, arrival)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: thread state\n%v\nwant\n%v", st, got, want)
+	}
+	for i, id := range arrival {
+		r := status(id)
+		wantStatus := pregel.RunCompleted
+		if i == 0 && st == runs.StrategyInterrupt {
+			wantStatus = pregel.RunDrained
+		}
+		if i == 0 && st == runs.StrategyRollback {
+			wantStatus = pregel.RunCancelled
+		}
+		if r.Status != wantStatus || (wantStatus == pregel.RunCancelled) != r.Discarded {
+			t.Errorf("%s: run %s (%d of the thread) is %s (discarded %v), want %s", st, id, i, r.Status, r.Discarded, wantStatus)
+		}
+	}
+	if d := s.queueDepth(s.cfg.TickQueueURL) + s.queueDepth(s.cfg.NodeQueueURL); d != 0 {
+		t.Errorf("%d messages left", d)
+	}
+	if strings.Contains(s.logs.String(), `"level":"ERROR"`) {
+		t.Errorf("errors logged:\n%s", s.logs.String())
+	}
+}
+
+// errCrash stands for a handler stopped half way (a time-out, a crash).
+var errCrash = errors.New("crashed")
+
+// crashingThreads fails the first hand-off of each run before it starts.
+type crashingThreads struct {
+	tick.Threads
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (c *crashingThreads) RunStopped(ctx context.Context, r runs.Run) error {
+	c.mu.Lock()
+	first := !c.seen[r.ID]
+	c.seen[r.ID] = true
+	c.mu.Unlock()
+	if first {
+		return errCrash
+	}
+	return c.Threads.RunStopped(ctx, r)
+}
+
+// crashingDispatcher fails the first dispatch of each run: a hand-off
+// that gave the thread to the run and stored its step 0 stops before its
+// tick is sent.
+type crashingDispatcher struct {
+	runs.Dispatcher
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (c *crashingDispatcher) Dispatch(ctx context.Context, r runs.Run) error {
+	c.mu.Lock()
+	first := !c.seen[r.ID]
+	c.seen[r.ID] = true
+	c.mu.Unlock()
+	if first {
+		return errCrash
+	}
+	return c.Dispatcher.Dispatch(ctx, r)
+}
