@@ -72,6 +72,11 @@ const (
 	EnvTaskLease = "TASK_LEASE"
 	// EnvLogLevel is debug, info, warn or error (optional, default info).
 	EnvLogLevel = "LOG_LEVEL"
+	// EnvThreadRetention is how long an idle thread is kept after its
+	// last change, as a Go duration such as 720h (optional; unset: until
+	// it is deleted). DynamoDB's TTL then deletes it, and the sweep its
+	// runs (see dynamo.WithThreadRetention).
+	EnvThreadRetention = "THREAD_RETENTION"
 	// EnvTickChainSteps is the most supersteps a tick message runs while
 	// their tasks are inline (optional, default 1: one per message; see
 	// tick.Chain).
@@ -101,6 +106,9 @@ type Config struct {
 	// Chain lets a tick run the next supersteps in the same invocation
 	// while their tasks are inline (zero: one superstep per message).
 	Chain tick.Chain
+	// ThreadRetention is how long an idle thread is kept after its last
+	// change (zero: until it is deleted).
+	ThreadRetention time.Duration
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -135,6 +143,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q is not a positive Go duration such as 30s", EnvTickChainBudget, v))
 		}
 		c.Chain.Budget = d
+	}
+	if v := get(EnvThreadRetention); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration such as 720h (0: keep threads until they are deleted)", EnvThreadRetention, v))
+		}
+		c.ThreadRetention = d
 	}
 	if v := get(EnvLogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -224,7 +239,7 @@ func New(o Options) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table)
+	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithThreadRetention(o.Config.ThreadRetention))
 	sqsClient := sqs.NewFromConfig(o.AWS)
 	var queueOpts []sqsqueue.Option
 	if o.Tracer != nil {

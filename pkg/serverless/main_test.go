@@ -93,6 +93,8 @@ type stackOptions struct {
 	tracer *tracing.Tracer
 	// graphs are served besides the examples and remote-fanout.
 	graphs []*pregel.Graph
+	// threadRetention is Config.ThreadRetention.
+	threadRetention time.Duration
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -121,6 +123,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	cfg.APIToken = o.token
+	cfg.ThreadRetention = o.threadRetention
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work, o.graphs...)

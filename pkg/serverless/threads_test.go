@@ -8,12 +8,16 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/superstep/superstep/pkg/api"
@@ -406,4 +410,118 @@ func (c *crashingDispatcher) Dispatch(ctx context.Context, r runs.Run) error {
 		return errCrash
 	}
 	return c.Dispatcher.Dispatch(ctx, r)
+}
+
+// With THREAD_RETENTION set, an idle thread's item carries a TTL from its
+// last change, and a thread with forks none; when DynamoDB's TTL deletes
+// a thread's item, the sweep handler deletes the thread's runs with their
+// items, and nothing else: not another thread's runs, not a run that only
+// shares the thread's id as its context, not the runs of a thread created
+// again under the same id.
+func TestExpiredThreadsArePurged(t *testing.T) {
+	t.Parallel()
+	log := &chatLog{inside: map[string]int{}}
+	s := newStack(t, stackOptions{graphs: []*pregel.Graph{chatGraph(t, log)}, threadRetention: time.Hour})
+	ctx := t.Context()
+	turn := func(thread, msg string) string {
+		var r api.Run
+		if code := s.do("POST", "/v1/threads/"+thread+"/runs", map[string]any{"graph": "chat", "input": map[string]any{"messages": []string{msg}}}, &r); code != http.StatusAccepted {
+			t.Fatalf("run on %s: %d", thread, code)
+		}
+		s.waitStatus(r.RunID, pregel.RunCompleted)
+		return r.RunID
+	}
+	thread := func(id string) {
+		if code := s.do("POST", "/v1/threads", map[string]string{"thread_id": id}, nil); code != http.StatusCreated {
+			t.Fatalf("create thread %s: %d", id, code)
+		}
+	}
+	item := func(thread string) map[string]types.AttributeValue {
+		out, err := s.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.cfg.Table), Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "THREAD#" + thread}, "sk": &types.AttributeValueMemberS{Value: "~THREAD"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Item
+	}
+	expiry := func(thread string) (time.Time, bool) {
+		v, ok := item(thread)["expires_at"].(*types.AttributeValueMemberN)
+		if !ok {
+			return time.Time{}, false
+		}
+		sec, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Unix(sec, 0), true
+	}
+	// What DynamoDB's TTL does, and the stream record it makes.
+	expire := func(thread string) events.DynamoDBEventRecord {
+		if _, err := s.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(s.cfg.Table), Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "THREAD#" + thread}, "sk": &types.AttributeValueMemberS{Value: "~THREAD"},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return removal(thread, runKeys("THREAD#"+thread, "~THREAD"))
+	}
+
+	thread("gone")
+	gone := []string{turn("gone", "hello"), turn("gone", "again")}
+	thread("kept")
+	kept := turn("kept", "hi")
+	if code := s.do("POST", "/v1/graphs/chat/runs", map[string]any{"run_id": "same-context", "context_id": "gone", "input": map[string]any{"messages": []string{"x"}}}, nil); code != http.StatusAccepted {
+		t.Fatalf("run with the thread's id as context: %d", code)
+	}
+	s.waitStatus("same-context", pregel.RunCompleted)
+	thread("reborn")
+	old := turn("reborn", "first life")
+	thread("parent")
+	turn("parent", "p")
+	if code := s.do("POST", "/v1/threads/parent/fork", map[string]string{"thread_id": "child"}, nil); code >= 300 {
+		t.Fatalf("fork: %d", code)
+	}
+	s.waitIdle()
+
+	th, err := s.app.Service.GetThread(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, ok := expiry("gone"); !ok || !at.Equal(th.UpdatedAt.Add(time.Hour).Truncate(time.Second)) {
+		t.Errorf("idle thread: expires_at %v (%v), want an hour after its last change %v", at, ok, th.UpdatedAt)
+	}
+	if at, ok := expiry("parent"); ok {
+		t.Errorf("a thread with a fork expires at %v; want no TTL while its fork needs its runs", at)
+	}
+	if _, ok := expiry("child"); !ok {
+		t.Errorf("an idle fork has no TTL")
+	}
+
+	records := []events.DynamoDBEventRecord{expire("gone"), expire("reborn")}
+	thread("reborn")
+	born := turn("reborn", "second life")
+	resp, err := s.app.HandleStream(ctx, events.DynamoDBEvent{Records: records})
+	if err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("HandleStream: %+v %v", resp, err)
+	}
+	for _, id := range append(gone, old) {
+		if sks := s.partition(id); len(sks) > 0 {
+			t.Errorf("run %s of an expired thread keeps items %v", id, sks)
+		}
+	}
+	for _, id := range []string{kept, "same-context", born} {
+		if _, err := s.app.Service.Get(ctx, id); err != nil {
+			t.Errorf("run %s: %v; only the expired threads' runs go", id, err)
+		}
+		if sks := s.partition(id); len(sks) < 2 {
+			t.Errorf("run %s has items %v, want its record and steps", id, sks)
+		}
+	}
+	// Again (a redelivered batch): nothing more goes, nothing fails.
+	if resp, err := s.app.HandleStream(ctx, events.DynamoDBEvent{Records: records}); err != nil || len(resp.BatchItemFailures) > 0 {
+		t.Fatalf("HandleStream again: %+v %v", resp, err)
+	}
+	if st, err := s.app.Service.State(ctx, "reborn"); err != nil || len(st.Values["messages"]) == 0 {
+		t.Errorf("the thread created again lost its state: %+v %v", st, err)
+	}
 }
