@@ -128,7 +128,7 @@ func TestSweepStream(t *testing.T) {
 			keys(r)["pk"] = map[string]any{"S": "THREAD#t1"}
 			keys(r)["sk"] = map[string]any{"S": "~THREAD"}
 		}, true},
-		"user's DeleteItem of a run record":         {func(r map[string]any) { delete(r, "userIdentity") }, false},
+		"user's DeleteItem of a run record": {func(r map[string]any) { delete(r, "userIdentity") }, false},
 		"another service's deletion": {func(r map[string]any) {
 			r["userIdentity"] = map[string]any{"type": "Service", "principalId": "example.amazonaws.com"}
 		}, false},

@@ -52,8 +52,8 @@ type Store struct {
 	retention time.Duration
 	// threadRetention is how long an idle thread is kept (0: always).
 	threadRetention time.Duration
-	now       func() time.Time
-	cacheSize int64
+	now             func() time.Time
+	cacheSize       int64
 	// steps caches committed steps, and newest the newest step of each
 	// run that steps has whole; tasks notes the task results of open
 	// steps, for their commit to delete.
