@@ -104,15 +104,9 @@ func (s *Service) createThread(ctx context.Context, req CreateThreadRequest, par
 	} else if err := checkThreadID(req.ThreadID); err != nil {
 		return Thread{}, false, err
 	}
-	var meta json.RawMessage
-	if len(bytes.TrimSpace(req.Metadata)) > 0 && string(bytes.TrimSpace(req.Metadata)) != "null" {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(req.Metadata, &obj); err != nil {
-			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
-		}
-		if meta, err = compactJSON(req.Metadata); err != nil {
-			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
-		}
+	meta, err := threadMetadata(req.Metadata)
+	if err != nil {
+		return Thread{}, false, err
 	}
 	now := s.now()
 	t, created, err := ts.CreateThread(ctx, Thread{ID: req.ThreadID, Metadata: meta, ForkedFrom: parent, CreatedAt: now, UpdatedAt: now})
@@ -123,6 +117,23 @@ func (s *Service) createThread(ctx context.Context, req CreateThreadRequest, par
 		return Thread{}, false, fmt.Errorf("thread %q already exists with other metadata; choose another thread_id: %w", req.ThreadID, ErrConflict)
 	}
 	return t, created, nil
+}
+
+// threadMetadata checks and compacts a thread's metadata: a JSON object,
+// or nothing.
+func threadMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+	}
+	meta, err := compactJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+	}
+	return meta, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
@@ -933,6 +944,15 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (Thread,
 	} else if err := checkThreadID(req.ThreadID); err != nil {
 		return Thread{}, err
 	}
+	if _, err := threadMetadata(req.Metadata); err != nil {
+		return Thread{}, err
+	}
+	sameFork := func(t Thread) bool {
+		return t.ForkedFrom == id && (t.Head == nil) == (head == nil) && (head == nil || *t.Head == *head)
+	}
+	if t, err := s.Threads.GetThread(ctx, req.ThreadID); err == nil && !sameFork(t) {
+		return Thread{}, fmt.Errorf("thread %q exists already; choose another thread_id for the fork: %w", t.ID, ErrConflict)
+	}
 	// The source lists the fork before the fork exists, so that it is
 	// never deleted under a fork (a listed fork that was never created
 	// is dropped when the source is deleted).
@@ -954,7 +974,7 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (Thread,
 		return Thread{}, err
 	}
 	if !created {
-		if t.ForkedFrom != id || (t.Head == nil) != (head == nil) || (head != nil && *t.Head != *head) {
+		if !sameFork(t) {
 			return Thread{}, fmt.Errorf("thread %q exists already; choose another thread_id for the fork: %w", t.ID, ErrConflict)
 		}
 		return t, nil

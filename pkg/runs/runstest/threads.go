@@ -841,6 +841,14 @@ func testBadInput(t *testing.T, e *tenv) {
 			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply"})
 			return err
 		}},
+		{"fork with metadata not an object", runs.ErrInvalid, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{ThreadID: th + "-f4", Metadata: json.RawMessage(`"x"`)})
+			return err
+		}},
+		{"fork onto an existing thread", runs.ErrConflict, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{ThreadID: th})
+			return err
+		}},
 		{"thread with metadata not an object", runs.ErrInvalid, func() error {
 			_, _, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: th + "-m", Metadata: json.RawMessage(`[1]`)})
 			return err
@@ -861,7 +869,7 @@ func testBadInput(t *testing.T, e *tenv) {
 			if n := countRuns(); n != nruns {
 				t.Errorf("a refused request stored a run: %d runs, had %d", n, nruns)
 			}
-			for _, id := range []string{th + "-f1", th + "-f2", th + "-f3", th + "-m"} {
+			for _, id := range []string{th + "-f1", th + "-f2", th + "-f3", th + "-f4", th + "-m"} {
 				if _, err := e.svc.GetThread(ctx, id); !errors.Is(err, runs.ErrNotFound) {
 					t.Errorf("a refused request created thread %s", id)
 				}
