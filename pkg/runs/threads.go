@@ -727,14 +727,8 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 	if r.ThreadID == "" || s.Threads == nil {
 		return nil
 	}
-	switch r.Status {
-	case pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
-	case pregel.RunDrained, pregel.RunInterrupted:
-		if r.SupersededBy == "" {
-			return nil // it holds the thread until resumed or cancelled
-		}
-	default:
-		return nil
+	if !leftThread(r) {
+		return nil // it holds the thread until it ends, or is resumed or cancelled
 	}
 	head := r.Base
 	if !r.Discarded {
@@ -777,6 +771,19 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 		return nil
 	}
 	return s.startIfActive(ctx, r.ThreadID, next)
+}
+
+// leftThread reports whether run r, if it holds its thread, must pass it
+// on: it completed, failed or was cancelled, or it is paused (drained,
+// interrupted) and a newer run superseded it.
+func leftThread(r Run) bool {
+	switch r.Status {
+	case pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
+		return true
+	case pregel.RunDrained, pregel.RunInterrupted:
+		return r.SupersededBy != ""
+	}
+	return false
 }
 
 // ThreadRuns lists the runs of a thread, newest first: the runs whose
@@ -1114,9 +1121,18 @@ func (s *Service) StartThreadRun(ctx context.Context, r Run) error {
 // (crashed) between claiming the thread and storing the run.
 const StaleClaim = time.Minute
 
-// repairClaim stores the thread without a stale claim (dropStaleClaim)
-// and starts the run put in its place.
+// repairClaim repairs a thread that has not changed for StaleClaim while
+// a run holds it: if that run has left the thread but its hand-off never
+// happened (the caller of RunStopped failed and nothing called it again),
+// it passes the thread on; otherwise it stores the thread without a stale
+// claim (dropStaleClaim) and starts the run put in its place.
 func (s *Service) repairClaim(ctx context.Context, threadID string) error {
+	if t, err := s.Threads.GetThread(ctx, threadID); err == nil && t.Active != "" {
+		if r, err := s.Runs.GetRun(ctx, t.Active); err == nil && leftThread(r) {
+			s.logger().Warn("thread still held by a run that left it; passing it on", "thread_id", threadID, "run_id", r.ID, "status", r.Status)
+			return s.RunStopped(ctx, r)
+		}
+	}
 	var promoted string
 	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
 		before := t.Active

@@ -263,6 +263,7 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 	t.Run("HistoryForkUpdate", func(t *testing.T) { testHistoryForkUpdate(t, newThreadEnv(t, newEnv)) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newThreadEnv(t, newEnv)) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, newThreadEnv(t, newEnv)) })
+	t.Run("LostHandOff", func(t *testing.T) { testLostHandOff(t, newThreadEnv(t, newEnv)) })
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
@@ -995,5 +996,39 @@ func testDelete(t *testing.T, e *tenv) {
 	}
 	if got := e.messages(t, th); len(got) != 0 {
 		t.Errorf("a new thread of a deleted one's id has state %v", got)
+	}
+}
+
+// testLostHandOff: a thread still held by a run that ended, whose hand-off
+// never happened (the executor failed and nothing called RunStopped
+// again), is passed on by the next create once it has not changed for
+// runs.StaleClaim; before that, the create waits its turn as usual.
+func testLostHandOff(t *testing.T, e *tenv) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	first := e.mustRun(t, th, "hello")
+	// The hand-off undone: the thread names the ended run again.
+	if _, err := runs.MutateThread(ctx, e.svc.Threads, th, func(t *runs.Thread) error {
+		t.Active, t.Head = first.ID, first.Base
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(ctx, th, "too soon", ""); !errors.Is(err, runs.ErrConflict) {
+		t.Fatalf("create on a thread that changed a moment ago: %v, want busy", err)
+	}
+	later := time.Now().Add(2 * runs.StaleClaim)
+	e.svc.Now = func() time.Time { return later }
+	second, err := e.run(ctx, th, "again", "")
+	if err != nil {
+		t.Fatalf("create after the thread stayed unchanged for StaleClaim: %v", err)
+	}
+	e.idle(t)
+	if r := e.get(t, second.ID); r.Status != pregel.RunCompleted || r.Base == nil || r.Base.RunID != first.ID {
+		t.Errorf("run after the repair: %s from %v, want completed from %s", r.Status, r.Base, first.ID)
+	}
+	if got, want := e.messages(t, th), []string{"hello", "re:hello", "done", "again", "re:again", "done"}; !slices.Equal(got, want) {
+		t.Errorf("state after the repair: %v, want %v", got, want)
 	}
 }
