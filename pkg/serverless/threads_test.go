@@ -525,3 +525,92 @@ func TestExpiredThreadsArePurged(t *testing.T) {
 		t.Errorf("the thread created again lost its state: %+v %v", st, err)
 	}
 }
+
+// TestThreadHandOffCost counts the AWS requests of the node message that
+// ends a run's last step: a run on no thread; a run whose thread then goes
+// idle; a run whose thread passes to a queued run (its step 0 stored, its
+// tick sent); and a late duplicate of that message. The counts are upper
+// bounds, so that the hand-off does not grow unnoticed.
+func TestThreadHandOffCost(t *testing.T) {
+	t.Parallel()
+	log := &chatLog{inside: map[string]int{}}
+	s := newStack(t, stackOptions{noPollers: true, graphs: []*pregel.Graph{chatGraph(t, log)}})
+	input := map[string]any{"messages": []string{"hi"}}
+	onThread := func(thread string, strategy runs.Strategy) string {
+		var r api.Run
+		if code := s.do("POST", "/v1/threads/"+thread+"/runs", map[string]any{"graph": "chat", "input": input, "strategy": strategy}, &r); code != http.StatusAccepted {
+			t.Fatalf("run on %s: %d", thread, code)
+		}
+		return r.RunID
+	}
+	for _, id := range []string{"idle", "busy"} {
+		if code := s.do("POST", "/v1/threads", map[string]string{"thread_id": id}, nil); code != http.StatusCreated {
+			t.Fatalf("create thread: %d", code)
+		}
+	}
+	// lastStep delivers the run's first tick, then measures the node
+	// message of its last step (and returns that message).
+	lastStep := func(name string, before func()) (awsmeterOps, delivery) {
+		s.pump(s.cfg.TickQueueURL, s.app.HandleTick)
+		if before != nil {
+			before()
+		}
+		msgs := s.receive("node", s.cfg.NodeQueueURL)
+		if len(msgs) != 1 {
+			t.Fatalf("%s: %d node messages, want 1", name, len(msgs))
+		}
+		used := s.measure(func() {
+			if !s.handle(msgs[0]) {
+				t.Fatalf("%s: the node message failed", name)
+			}
+		})
+		t.Logf("%s: %d AWS requests (%s)", name, used.total, used.summary)
+		return used, msgs[0]
+	}
+
+	s.create("chat", "plain", input)
+	plain, _ := lastStep("run on no thread", nil)
+	onThread("idle", "")
+	idle, _ := lastStep("run whose thread goes idle", nil)
+	first := onThread("busy", "")
+	var next string
+	handoff, msg := lastStep("run whose thread passes to a queued run", func() { next = onThread("busy", runs.StrategyEnqueue) })
+	if r, err := s.app.Service.Get(t.Context(), first); err != nil || r.Status != pregel.RunCompleted {
+		t.Fatalf("first run: %+v %v", r, err)
+	}
+	dup := s.measure(func() { s.handle(msg) })
+	t.Logf("a late duplicate of that message: %d AWS requests (%s)", dup.total, dup.summary)
+	s.settle()
+	if r, err := s.app.Service.Get(t.Context(), next); err != nil || r.Status != pregel.RunCompleted {
+		t.Fatalf("queued run: %+v %v", r, err)
+	}
+	for _, c := range []struct {
+		name       string
+		got, limit int64
+	}{
+		{"thread goes idle, more than no thread", idle.total - plain.total, 3},
+		// Passing the thread on, and storing the next run's step 0 and
+		// sending its tick, which a create on an idle thread does.
+		{"hand-off, more than no thread", handoff.total - plain.total, 11},
+		// Reads, and the next run's tick again (the queue drops it).
+		{"late duplicate", dup.total, 7},
+	} {
+		if c.got > c.limit {
+			t.Errorf("%s: %d requests, want at most %d", c.name, c.got, c.limit)
+		}
+	}
+}
+
+// awsmeterOps is what measure counted.
+type awsmeterOps struct {
+	total   int64
+	summary string
+}
+
+// measure counts the AWS requests fn makes.
+func (s *stack) measure(fn func()) awsmeterOps {
+	before := s.meter.Snapshot()
+	fn()
+	used := s.meter.Snapshot().Sub(before)
+	return awsmeterOps{total: used.Total().Requests, summary: opsSummary(used.Names(), func(n string) int64 { return used.Op(n).Requests })}
+}
