@@ -30,7 +30,7 @@ var wantSweepFilter = map[string]any{
 	},
 	"dynamodb": map[string]any{
 		"Keys": map[string]any{
-			"sk": map[string]any{"S": []any{"~RUN"}},
+			"sk": map[string]any{"S": []any{"~RUN", "~THREAD"}},
 		},
 	},
 }
@@ -38,7 +38,7 @@ var wantSweepFilter = map[string]any{
 // TestSweepStream: the table has a keys-only stream; SweepFunction is its
 // only reader, with partial batch responses, bounded retries and an SQS
 // on-failure destination, through a filter that passes exactly the TTL
-// deletions of run records.
+// deletions of run and thread records.
 func TestSweepStream(t *testing.T) {
 	tp := loadTemplate(t)
 	table := tp.resource(t, "Table", "AWS::DynamoDB::Table")
@@ -108,11 +108,14 @@ func TestSweepStream(t *testing.T) {
 		t.Errorf("Expiries: filter pattern\n got %v\nwant %v", got, wantSweepFilter)
 	}
 
-	// The sort key the filter passes is the store's run record key, and
-	// the filter passes the sample event and nothing else like it.
+	// The sort keys the filter passes are the store's run and thread
+	// record keys, and the filter passes the sample event and nothing
+	// else like it.
 	for _, sk := range asList(asMap(asMap(asMap(asMap(got["dynamodb"])["Keys"])["sk"]))["S"]) {
-		if _, ok := dynamo.RunRecordKey("RUN#r1", fmt.Sprint(sk)); !ok {
-			t.Errorf("the filter passes sort key %v, which is not a run record's (dynamo.RunRecordKey)", sk)
+		_, run := dynamo.RunRecordKey("RUN#r1", fmt.Sprint(sk))
+		_, thread := dynamo.ThreadRecordKey("THREAD#t1", fmt.Sprint(sk))
+		if !run && !thread {
+			t.Errorf("the filter passes sort key %v, which is not a run record's (dynamo.RunRecordKey) or a thread record's (dynamo.ThreadRecordKey)", sk)
 		}
 	}
 	sample := sampleStreamRecord(t)
@@ -121,7 +124,11 @@ func TestSweepStream(t *testing.T) {
 		want bool
 	}{
 		"TTL deletion of a run record (the sample)": {func(map[string]any) {}, true},
-		"user's DeleteItem of a run record":         {func(r map[string]any) { delete(r, "userIdentity") }, false},
+		"TTL deletion of a thread record": {func(r map[string]any) {
+			keys(r)["pk"] = map[string]any{"S": "THREAD#t1"}
+			keys(r)["sk"] = map[string]any{"S": "~THREAD"}
+		}, true},
+		"user's DeleteItem of a run record": {func(r map[string]any) { delete(r, "userIdentity") }, false},
 		"another service's deletion": {func(r map[string]any) {
 			r["userIdentity"] = map[string]any{"type": "Service", "principalId": "example.amazonaws.com"}
 		}, false},

@@ -72,6 +72,11 @@ const (
 	EnvTaskLease = "TASK_LEASE"
 	// EnvLogLevel is debug, info, warn or error (optional, default info).
 	EnvLogLevel = "LOG_LEVEL"
+	// EnvThreadRetention is how long an idle thread is kept after its
+	// last change, as a Go duration such as 720h (optional; unset: until
+	// it is deleted). DynamoDB's TTL then deletes it, and the sweep its
+	// runs (see dynamo.WithThreadRetention).
+	EnvThreadRetention = "THREAD_RETENTION"
 	// EnvTickChainSteps is the most supersteps a tick message runs while
 	// their tasks are inline (optional, default 1: one per message; see
 	// tick.Chain).
@@ -109,6 +114,9 @@ type Config struct {
 	// thread has an active task (empty: reject); it applies where the
 	// Service keeps threads (see a2a.WithThreadStrategy).
 	ThreadStrategy runs.Strategy
+	// ThreadRetention is how long an idle thread is kept after its last
+	// change (zero: until it is deleted).
+	ThreadRetention time.Duration
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -144,6 +152,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q is not a positive Go duration such as 30s", EnvTickChainBudget, v))
 		}
 		c.Chain.Budget = d
+	}
+	if v := get(EnvThreadRetention); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration such as 720h (0: keep threads until they are deleted)", EnvThreadRetention, v))
+		}
+		c.ThreadRetention = d
 	}
 	if v := get(EnvLogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -236,7 +251,7 @@ func New(o Options) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table)
+	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithThreadRetention(o.Config.ThreadRetention))
 	sqsClient := sqs.NewFromConfig(o.AWS)
 	var queueOpts []sqsqueue.Option
 	if o.Tracer != nil {
@@ -262,9 +277,14 @@ func New(o Options) (*App, error) {
 		Graphs:      o.Graphs,
 		Runs:        store,
 		Checkpoints: store,
-		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
-		Logger:      log,
+		// Threads: one active run each (a conditional write on the
+		// thread's item); the tick and node handlers pass a thread on
+		// when its run stops, and start the next run with a tick.
+		Threads:    store,
+		Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
+		Logger:     log,
 	}
+	ticks.Threads = svc
 	if o.Tracer != nil {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}

@@ -97,6 +97,8 @@ type stackOptions struct {
 	// wrapTick and wrapNode, when set, wrap the tick and node functions'
 	// handlers (to fail or kill an invocation).
 	wrapTick, wrapNode func(sqsqueue.Handler) sqsqueue.Handler
+	// threadRetention is Config.ThreadRetention.
+	threadRetention time.Duration
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -125,6 +127,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	cfg.APIToken = o.token
+	cfg.ThreadRetention = o.threadRetention
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work, o.graphs...)

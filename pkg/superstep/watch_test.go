@@ -2,60 +2,21 @@ package superstep
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 )
-
-// startDev serves "superstep dev" in-process with token tok; it stops at
-// the end of the test. It returns the server's URL.
-func startDev(t *testing.T, tok string) string {
-	t.Helper()
-	sigs := make(chan os.Signal, 1)
-	var out, errb syncBuffer
-	env := Env{
-		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
-		Getenv:  func(string) string { return "" },
-		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
-	}
-	code := make(chan int, 1)
-	go func() {
-		code <- Run(context.Background(), env, []string{"dev", "--addr", "127.0.0.1:0", "--dir", t.TempDir(), "--token", tok, "--grace", "1s"}, testGraphs(env.Getenv))
-	}()
-	t.Cleanup(func() {
-		sigs <- syscall.SIGTERM
-		select {
-		case <-code:
-		case <-time.After(10 * time.Second):
-			t.Errorf("dev did not stop:\n%s", errb.String())
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if u, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "superstep dev: serving "); ok {
-			return u
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev did not serve:\n%s", errb.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // dropProxy forwards requests to a server; its first stream request is
 // cut after `cut` messages, as a network failure would. It
@@ -139,7 +100,7 @@ func devClient(t *testing.T, u, tok string) *harness {
 }
 
 func TestRunsWatch(t *testing.T) {
-	u := startDev(t, "tok")
+	u := startDev(t)
 	h := devClient(t, u, "tok")
 
 	// A run that stops at an interrupt: tokens as they come, the question,
@@ -219,7 +180,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // A connection that drops in the middle of a stream is opened again from
 // the last event: watch shows each event once, --wait still returns.
 func TestRunsWatchResumesDroppedStream(t *testing.T) {
-	u := startDev(t, "tok")
+	u := startDev(t)
 	target, err := url.Parse(u)
 	if err != nil {
 		t.Fatal(err)

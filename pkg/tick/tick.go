@@ -90,6 +90,9 @@ type Handler struct {
 	// invocation while every task of it is inline (see Chain). The zero
 	// value is one superstep per message.
 	Chain Chain
+	// Threads, when set, passes a thread on when a run of it stops and
+	// starts a thread's runs from its state (see Threads; runs.Service).
+	Threads Threads
 }
 
 // RunLoader reads what a tick starts from: a run record, its newest
@@ -234,7 +237,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	}
 	if run.Status != pregel.RunPending && run.Status != pregel.RunRunning {
 		log.Debug("tick for a run that is not running; no-op", "status", run.Status)
-		return nil
+		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if h.Tracer != nil {
 		var end func(error)
@@ -246,6 +249,9 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
 	if cp == nil {
+		if ok, err := h.startThreadRun(ctx, run); ok {
+			return err
+		}
 		if cp, err = g.Start(ctx, run.ID, run.Input); err == nil {
 			if err = h.Checkpoints.Commit(ctx, cp); errors.Is(err, pregel.ErrStepConflict) {
 				// Another tick got there first and may have gone on.
@@ -561,7 +567,7 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
 	}
 	next := false
-	_, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
+	rec, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
 		next = false
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return errUnchanged
@@ -592,6 +598,9 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 	})
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return err
+	}
+	if !next {
+		return h.stopped(ctx, rec)
 	}
 	switch {
 	case next && remote:
@@ -624,7 +633,7 @@ func allRemote(g *pregel.Graph, cp *pregel.Checkpoint) bool {
 // finish ends or pauses a run that is pending or running, at its last
 // committed checkpoint cp (nil when none could be read).
 func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, status pregel.RunStatus, interrupts []pregel.InterruptInfo, msg, node string) error {
-	_, err := runs.Mutate(ctx, h.Runs, id, func(r *runs.Run) error {
+	rec, err := runs.Mutate(ctx, h.Runs, id, func(r *runs.Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return nil
 		}
@@ -637,7 +646,10 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 		}
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return h.stopped(ctx, rec)
 }
 
 // Node executes one remote task and records its result once. When it is
@@ -658,7 +670,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	}
 	if run.Status != pregel.RunRunning && run.Status != pregel.RunPending {
 		log.Debug("node task for a run that is not running; no-op", "status", run.Status)
-		return nil
+		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if run.CancelRequested {
 		// The task is not started, and no result of it will send the
