@@ -78,6 +78,11 @@ func TestPushNotifications(t *testing.T) {
 	if err != nil || got.URL != hook.URL || got.TaskID != task.ID {
 		t.Fatalf("GetTaskPushConfig: %+v, %v", got, err)
 	}
+	// Secrets stay with the server: the scheme is shown, not the
+	// credentials, nor the token.
+	if got.Token != "" || got.Auth == nil || got.Auth.Scheme != "Bearer" || got.Auth.Credentials != "" {
+		t.Errorf("GetTaskPushConfig shows %+v (auth %+v); want no token and no credentials", got, got.Auth)
+	}
 	extra, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, ID: "hook2", URL: hook.URL + "/other"})
 	if err != nil || extra.ID != "hook2" {
 		t.Fatalf("CreateTaskPushConfig: %+v, %v", extra, err)
@@ -163,13 +168,16 @@ func TestPushConfig03(t *testing.T) {
 	id := string(task.ID)
 	for _, tc := range []struct{ body, want string }{
 		{`{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"id":"h1","url":"https://hooks.example.com/a2a","token":"tok"}}}`, `"url":"https://hooks.example.com/a2a"`},
-		{`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"token":"tok"`},
+		{`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"url":"https://hooks.example.com/a2a"`},
 		{`{"jsonrpc":"2.0","id":3,"method":"tasks/pushNotificationConfig/list","params":{"id":"` + id + `"}}`, `"h1"`},
 		{`{"jsonrpc":"2.0","id":4,"method":"tasks/pushNotificationConfig/delete","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"result":null`},
 	} {
 		resp := rpc(t, url, tc.body)
 		if resp.body.Error != nil || !strings.Contains(resp.raw, tc.want) {
 			t.Errorf("%s\n  answered %s; want %s", tc.body, resp.raw, tc.want)
+		}
+		if strings.Contains(resp.raw, "tok") {
+			t.Errorf("%s\n  answered %s: the config's token is a secret for the receiver", tc.body, resp.raw)
 		}
 	}
 }
