@@ -80,6 +80,10 @@ const (
 	// supersteps, as a Go duration (optional; the function's timeout,
 	// less tick.DefaultChainMargin, always bounds it).
 	EnvTickChainBudget = "TICK_CHAIN_BUDGET"
+	// EnvPushAllowPrivateNetworks, "true", lets A2A push notifications go
+	// to loopback, private and link-local addresses (optional, default
+	// false: refused, against SSRF).
+	EnvPushAllowPrivateNetworks = "PUSH_ALLOW_PRIVATE_NETWORKS"
 )
 
 // Config is the deployment an App talks to.
@@ -101,6 +105,9 @@ type Config struct {
 	// Chain lets a tick run the next supersteps in the same invocation
 	// while their tasks are inline (zero: one superstep per message).
 	Chain tick.Chain
+	// PushAllowPrivateNetworks lets A2A push notifications go to
+	// private addresses (see a2a.PushOptions).
+	PushAllowPrivateNetworks bool
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -135,6 +142,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q is not a positive Go duration such as 30s", EnvTickChainBudget, v))
 		}
 		c.Chain.Budget = d
+	}
+	if v := get(EnvPushAllowPrivateNetworks); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", EnvPushAllowPrivateNetworks, v))
+		}
+		c.PushAllowPrivateNetworks = b
 	}
 	if v := get(EnvLogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -185,6 +199,10 @@ type Options struct {
 	// Tracer, when set, traces runs, ticks and node tasks, and carries
 	// the trace context in the queues' messages (see pkg/tracing).
 	Tracer *tracing.Tracer
+	// Push tunes A2A push notifications (attempts, backoff, timeout).
+	// Their configs are kept in the table and delivered by HandleStream;
+	// Config.PushAllowPrivateNetworks adds to AllowPrivateNetworks.
+	Push a2a.PushOptions
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -205,6 +223,9 @@ type App struct {
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
+	// Agents serves the graphs as A2A agents, and delivers their push
+	// notifications (HandleStream).
+	Agents *a2a.Server
 
 	// handler is API, its agent cards public, behind Options.Middleware.
 	handler http.Handler
@@ -260,7 +281,12 @@ func New(o Options) (*App, error) {
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
 	// follows the run record.
-	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout))
+	// Push configs are kept in the table with their runs; the sweep
+	// function, fed by the table's stream, delivers (HandleStream).
+	push := o.Push
+	push.Store, push.DeliverElsewhere = store, true
+	push.AllowPrivateNetworks = push.AllowPrivateNetworks || o.Config.PushAllowPrivateNetworks
+	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout), a2a.WithPushNotifications(push))
 	httpAPI.Handle(a2a.Pattern, agents)
 	handler := agents.PublicCards(httpAPI) // agent cards need no token
 	if o.Middleware != nil {
@@ -276,6 +302,7 @@ func New(o Options) (*App, error) {
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
+		Agents:  agents,
 		Tracer:  o.Tracer,
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,10 +27,6 @@ const (
 	// attrCreated is CreatedAt in Unix nanoseconds.
 	attrCreated = "created"
 )
-
-// PushSortKeyPrefix starts the sort key of every push config item: the
-// table's stream passes their insertions to the push deliverer.
-const PushSortKeyPrefix = skPush
 
 func pushSK(id string) string { return skPush + id }
 
@@ -153,4 +150,15 @@ func (s *Store) AdvancePushConfig(ctx context.Context, runID, id string, seen in
 		return fmt.Errorf("dynamo: advance push config %q of run %q to %d: %w", id, runID, seen, err)
 	}
 	return nil
+}
+
+// PushConfigKey reports whether a table key (pk and sk, as strings) is
+// the key of a push config item, and returns the run id. A stream
+// consumer uses it to deliver to a config as soon as it is stored.
+func PushConfigKey(pk, sk string) (runID string, ok bool) {
+	id, ok := strings.CutPrefix(pk, "RUN#")
+	if !ok || id == "" || !strings.HasPrefix(sk, skPush) || len(sk) == len(skPush) {
+		return "", false
+	}
+	return id, true
 }
