@@ -127,4 +127,3 @@ func TestPushConfigsSurviveRestart(t *testing.T) {
 		}
 	}
 }
-
