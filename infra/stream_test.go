@@ -146,7 +146,7 @@ func TestSweepStream(t *testing.T) {
 }
 
 // TestSweepSampleEvent: the sample event is a DynamoDB stream event of
-// the table's shape: one TTL removal of a run record, keys only.
+// the table's shape: one TTL removal of a run record, with its old image.
 func TestSweepSampleEvent(t *testing.T) {
 	data, err := os.ReadFile(sweepSample)
 	if err != nil {
@@ -160,15 +160,15 @@ func TestSweepSampleEvent(t *testing.T) {
 		t.Fatalf("%s: %d records, want 1", sweepSample, len(ev.Records))
 	}
 	r := ev.Records[0]
-	if r.EventName != "REMOVE" || r.EventSource != "aws:dynamodb" || r.Change.StreamViewType != "KEYS_ONLY" || r.Change.SequenceNumber == "" {
-		t.Errorf("%s: eventName %q, eventSource %q, StreamViewType %q, SequenceNumber %q; want a REMOVE from a KEYS_ONLY aws:dynamodb stream",
+	if r.EventName != "REMOVE" || r.EventSource != "aws:dynamodb" || r.Change.StreamViewType != "NEW_AND_OLD_IMAGES" || r.Change.SequenceNumber == "" {
+		t.Errorf("%s: eventName %q, eventSource %q, StreamViewType %q, SequenceNumber %q; want a REMOVE from a NEW_AND_OLD_IMAGES aws:dynamodb stream",
 			sweepSample, r.EventName, r.EventSource, r.Change.StreamViewType, r.Change.SequenceNumber)
 	}
 	if r.UserIdentity == nil || r.UserIdentity.Type != "Service" || r.UserIdentity.PrincipalID != "dynamodb.amazonaws.com" {
 		t.Errorf("%s: userIdentity %+v, want the TTL process's", sweepSample, r.UserIdentity)
 	}
-	if len(r.Change.NewImage) > 0 || len(r.Change.OldImage) > 0 {
-		t.Errorf("%s: a KEYS_ONLY record has no images", sweepSample)
+	if len(r.Change.NewImage) > 0 || r.Change.OldImage["sk"].String() != "~RUN" {
+		t.Errorf("%s: a removal has the old image (of a run record) and no new one", sweepSample)
 	}
 	if got := slices.Sorted(maps.Keys(r.Change.Keys)); !slices.Equal(got, []string{"pk", "sk"}) {
 		t.Fatalf("%s: keys %v, want pk and sk", sweepSample, got)

@@ -203,6 +203,11 @@ type Options struct {
 	// Their configs are kept in the table and delivered by HandleStream;
 	// Config.PushAllowPrivateNetworks adds to AllowPrivateNetworks.
 	Push a2a.PushOptions
+	// DeliverPushHere: the process serving the API also delivers push
+	// notifications, following the runs it has configs for (the local
+	// mode: one long-lived process, no table stream). Lambda functions
+	// leave it off: HandleStream delivers.
+	DeliverPushHere bool
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -284,7 +289,7 @@ func New(o Options) (*App, error) {
 	// Push configs are kept in the table with their runs; the sweep
 	// function, fed by the table's stream, delivers (HandleStream).
 	push := o.Push
-	push.Store, push.DeliverElsewhere = store, true
+	push.Store, push.DeliverElsewhere = store, !o.DeliverPushHere
 	push.AllowPrivateNetworks = push.AllowPrivateNetworks || o.Config.PushAllowPrivateNetworks
 	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout), a2a.WithPushNotifications(push))
 	httpAPI.Handle(a2a.Pattern, agents)
