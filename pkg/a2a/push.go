@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
@@ -98,6 +99,13 @@ func WithPushNotifications(o PushOptions) Option {
 	}
 }
 
+// Bounds of a push config, so that every store keeps it in one item
+// (DynamoDB's sort keys are at most 1 KB).
+const (
+	maxPushID     = 256
+	maxPushConfig = 16 << 10
+)
+
 // pusher keeps push configs and delivers notifications.
 type pusher struct {
 	opts     PushOptions
@@ -157,9 +165,15 @@ func (h *handler) savePush(ctx context.Context, taskID string, cfg *core.PushCon
 	if c.ID == "" {
 		c.ID = rand.Text()
 	}
+	if len(c.ID) > maxPushID || !utf8.ValidString(c.ID) {
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's id must be UTF-8 of at most %d bytes", maxPushID))
+	}
 	raw, err := json.Marshal(&c)
 	if err != nil {
 		return nil, core.NewError(core.ErrInvalidParams, "the push config is not valid JSON")
+	}
+	if len(raw) > maxPushConfig {
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config is %d bytes: at most %d (url, token and credentials together)", len(raw), maxPushConfig))
 	}
 	r, err := h.s.svc.Get(ctx, taskID)
 	if err != nil {

@@ -83,7 +83,11 @@ func TestPushNotifications(t *testing.T) {
 	if got.Token != "" || got.Auth == nil || got.Auth.Scheme != "Bearer" || got.Auth.Credentials != "" {
 		t.Errorf("GetTaskPushConfig shows %+v (auth %+v); want no token and no credentials", got, got.Auth)
 	}
-	extra, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, ID: "hook2", URL: hook.URL + "/other"})
+	// A second receiver: a new config hears of the state the task is in
+	// at once, which must not count as the first receiver's.
+	other := httptest.NewServer(&receiver{})
+	defer other.Close()
+	extra, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, ID: "hook2", URL: other.URL})
 	if err != nil || extra.ID != "hook2" {
 		t.Fatalf("CreateTaskPushConfig: %+v, %v", extra, err)
 	}
@@ -100,8 +104,16 @@ func TestPushNotifications(t *testing.T) {
 	if _, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: "nope", URL: hook.URL}); !errors.Is(err, core.ErrTaskNotFound) {
 		t.Errorf("config for an unknown task: %v", err)
 	}
-	if _, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, URL: "ftp://example.com/x"}); !errors.Is(err, core.ErrInvalidParams) {
-		t.Errorf("config with an ftp URL: %v", err)
+	for name, bad := range map[string]*core.PushConfig{
+		"an ftp URL":     {TaskID: task.ID, URL: "ftp://example.com/x"},
+		"a 300-byte id":  {TaskID: task.ID, ID: strings.Repeat("i", 300), URL: hook.URL},
+		"a 20 KB token":  {TaskID: task.ID, URL: hook.URL, Token: strings.Repeat("t", 20<<10)},
+		"a relative URL": {TaskID: task.ID, URL: "/hook"},
+		"no URL":         {TaskID: task.ID},
+	} {
+		if _, err := c.CreateTaskPushConfig(ctx, bad); !errors.Is(err, core.ErrInvalidParams) {
+			t.Errorf("config with %s: %v, want invalid params", name, err)
+		}
 	}
 
 	done := send(t, c, core.NewMessageForTask(core.MessageRoleUser, task, core.NewTextPart("eve")), nil)
