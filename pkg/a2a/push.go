@@ -150,6 +150,13 @@ func decodePush(c runs.PushConfig) (*core.PushConfig, error) {
 // elsewhere, starts delivering to it. The config first hears of the state
 // the task is in, then of every change.
 func (h *handler) savePush(ctx context.Context, taskID string, cfg *core.PushConfig) (*core.PushConfig, error) {
+	return h.savePushFrom(ctx, taskID, cfg, false)
+}
+
+// savePushFrom is savePush; fromStart, for a config given with the
+// message that created the task, has it hear of every state from
+// submitted on, however far the run got before the config was stored.
+func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.PushConfig, fromStart bool) (*core.PushConfig, error) {
 	p := h.s.push
 	if p == nil {
 		return nil, core.ErrPushNotificationNotSupported
@@ -180,6 +187,9 @@ func (h *handler) savePush(ctx context.Context, taskID string, cfg *core.PushCon
 		return nil, h.s.internal(ctx, "save push config: get run", taskID, err)
 	}
 	rec := runs.PushConfig{RunID: taskID, ID: c.ID, Config: raw, Seen: max(len(r.Events)+r.EventsDropped-1, 0), CreatedAt: time.Now().UTC()}
+	if fromStart {
+		rec.Seen = 0
+	}
 	if err := p.configs.PutPushConfig(ctx, rec); err != nil {
 		return nil, h.s.internal(ctx, "save push config", taskID, err)
 	}
