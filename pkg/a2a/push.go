@@ -99,6 +99,10 @@ func WithPushNotifications(o PushOptions) Option {
 	}
 }
 
+// maxPushFailures is how many store errors in a row stop a delivery
+// loop.
+const maxPushFailures = 5
+
 // Bounds of a push config, so that every store keeps it in one item
 // (DynamoDB's sort keys are at most 1 KB).
 const (
@@ -244,14 +248,22 @@ func (s *Server) deliver(taskID string) {
 		ctx := context.Background()
 		w := s.watch(taskID)
 		defer w.close()
+		failures := 0
 		for {
 			done, err := s.deliverPush(ctx, taskID)
-			if err != nil {
-				s.log.WarnContext(ctx, "a2a: push deliveries stopped", "task_id", taskID, "error", err)
+			switch {
+			case err != nil:
+				// A store error: try again at the next change or poll,
+				// a few times in a row at most.
+				if failures++; failures >= maxPushFailures {
+					s.log.WarnContext(ctx, "a2a: push deliveries stopped", "task_id", taskID, "error", err)
+					return
+				}
+				s.log.WarnContext(ctx, "a2a: push deliveries: will try again", "task_id", taskID, "error", err)
+			case done:
 				return
-			}
-			if done {
-				return
+			default:
+				failures = 0
 			}
 			if _, err := w.next(ctx); err != nil {
 				return
