@@ -186,7 +186,7 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	if len(raw) > maxPushConfig {
 		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config is %d bytes: at most %d (url, token and credentials together)", len(raw), maxPushConfig))
 	}
-	r, err := h.s.svc.Get(ctx, taskID)
+	r, err := h.s.svc.Runs.GetRun(ctx, taskID)
 	if err != nil {
 		return nil, h.s.internal(ctx, "save push config: get run", taskID, err)
 	}
@@ -300,7 +300,10 @@ func (s *Server) deliverPush(ctx context.Context, taskID string) (done bool, err
 	if len(configs) == 0 {
 		return true, nil
 	}
-	r, err := s.svc.Get(ctx, taskID)
+	// The record alone (not Service.Get, which also reads the newest
+	// checkpoint of a running run for its step and usage): a change of
+	// state is a write of the record, with its step.
+	r, err := s.svc.Runs.GetRun(ctx, taskID)
 	if errors.Is(err, runs.ErrNotFound) {
 		return true, nil
 	}

@@ -3,6 +3,7 @@ package serverless_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -328,5 +329,58 @@ func TestConfigPushAllowPrivateNetworks(t *testing.T) {
 		if err != nil || cfg.PushAllowPrivateNetworks != tc.want {
 			t.Errorf("%q: %v, %v; want %v", tc.val, cfg.PushAllowPrivateNetworks, err, tc.want)
 		}
+	}
+}
+
+// TestPushDeliveryRequests: what the sweep's push path costs in DynamoDB
+// requests. A run without push configs (most runs): one Query, nothing
+// read. A run with a config already caught up: that Query and a GetItem
+// of the run. Each notification adds one UpdateItem (the cursor).
+func TestPushDeliveryRequests(t *testing.T) {
+	t.Parallel()
+	rc := &hook{}
+	receiver := httptest.NewServer(rc)
+	defer receiver.Close()
+	s := newStack(t, stackOptions{noPollers: true, pushPrivate: true})
+	ctx := t.Context()
+	s.create("counter", "plain", map[string]any{"limit": 1})
+	s.create("counter", "pushed", map[string]any{"limit": 1})
+	a2aCall(t, s.app, "counter", "CreateTaskPushNotificationConfig", map[string]any{"taskId": "pushed", "id": "h", "url": receiver.URL})
+
+	change := func(run string) events.DynamoDBEvent {
+		return events.DynamoDBEvent{Records: []events.DynamoDBEventRecord{{
+			EventID: "e-" + run, EventName: "MODIFY",
+			Change: events.DynamoDBStreamRecord{SequenceNumber: "1", Keys: map[string]events.DynamoDBAttributeValue{
+				"pk": events.NewStringAttribute("RUN#" + run), "sk": events.NewStringAttribute("~RUN"),
+			}},
+		}}}
+	}
+	for _, tc := range []struct {
+		name string
+		run  string
+		want map[string]int64
+	}{
+		{"no configs", "plain", map[string]int64{"Query": 1}},
+		{"a config, one state to send", "pushed", map[string]int64{"Query": 1, "GetItem": 1, "UpdateItem": 1}},
+		{"a config caught up", "pushed", map[string]int64{"Query": 1, "GetItem": 1}},
+	} {
+		before := s.meter.Snapshot()
+		if resp, err := s.app.HandleStream(ctx, change(tc.run)); err != nil || len(resp.BatchItemFailures) > 0 {
+			t.Fatalf("%s: HandleStream: %+v, %v", tc.name, resp, err)
+		}
+		used := s.meter.Snapshot().Sub(before)
+		got := map[string]int64{}
+		for _, n := range used.Names() {
+			if r := used.Op(n).Requests; r > 0 {
+				got[n] = r
+			}
+		}
+		t.Logf("%s: %d DynamoDB requests %v", tc.name, used.Total().Requests, got)
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%s: requests %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if states, _, _ := rc.snapshot(); !slices.Equal(states, []string{"TASK_STATE_SUBMITTED"}) {
+		t.Errorf("delivered %v, want the pending run's submitted state once", states)
 	}
 }
