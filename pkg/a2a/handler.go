@@ -221,7 +221,7 @@ func (h *handler) SendMessage(ctx context.Context, req *core.SendMessageRequest)
 		return nil, err
 	}
 	if req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
-		if _, err := h.savePush(ctx, r.ID, req.Config.PushConfig); err != nil {
+		if _, err := h.savePushFrom(ctx, r.ID, req.Config.PushConfig, req.Message.TaskID == ""); err != nil {
 			return nil, err
 		}
 	}
@@ -256,7 +256,7 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *core.SendMessag
 		defer w.close()
 		r, err := h.commit(ctx, p)
 		if err == nil && req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
-			_, err = h.savePush(ctx, r.ID, req.Config.PushConfig)
+			_, err = h.savePushFrom(ctx, r.ID, req.Config.PushConfig, req.Message.TaskID == "")
 		}
 		if err != nil {
 			yield(nil, err)

@@ -89,6 +89,10 @@ const (
 	// thread has an active task: reject (the default), enqueue,
 	// interrupt or rollback (optional; see a2a.WithThreadStrategy).
 	EnvThreadStrategy = "A2A_THREAD_STRATEGY"
+	// EnvPushAllowPrivateNetworks, "true", lets A2A push notifications go
+	// to loopback, private and link-local addresses (optional, default
+	// false: refused, against SSRF).
+	EnvPushAllowPrivateNetworks = "PUSH_ALLOW_PRIVATE_NETWORKS"
 )
 
 // Config is the deployment an App talks to.
@@ -117,6 +121,9 @@ type Config struct {
 	// ThreadRetention is how long an idle thread is kept after its last
 	// change (zero: until it is deleted).
 	ThreadRetention time.Duration
+	// PushAllowPrivateNetworks lets A2A push notifications go to
+	// private addresses (see a2a.PushOptions).
+	PushAllowPrivateNetworks bool
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -159,6 +166,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration such as 720h (0: keep threads until they are deleted)", EnvThreadRetention, v))
 		}
 		c.ThreadRetention = d
+	}
+	if v := get(EnvPushAllowPrivateNetworks); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", EnvPushAllowPrivateNetworks, v))
+		}
+		c.PushAllowPrivateNetworks = b
 	}
 	if v := get(EnvLogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -212,6 +226,15 @@ type Options struct {
 	// Tracer, when set, traces runs, ticks and node tasks, and carries
 	// the trace context in the queues' messages (see pkg/tracing).
 	Tracer *tracing.Tracer
+	// Push tunes A2A push notifications (attempts, backoff, timeout).
+	// Their configs are kept in the table and delivered by HandleStream;
+	// Config.PushAllowPrivateNetworks adds to AllowPrivateNetworks.
+	Push a2a.PushOptions
+	// DeliverPushHere: the process serving the API also delivers push
+	// notifications, following the runs it has configs for (the local
+	// mode: one long-lived process, no table stream). Lambda functions
+	// leave it off: HandleStream delivers.
+	DeliverPushHere bool
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -232,6 +255,9 @@ type App struct {
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
+	// Agents serves the graphs as A2A agents, and delivers their push
+	// notifications (HandleStream).
+	Agents *a2a.Server
 
 	// handler is API, its agent cards public, behind Options.Middleware.
 	handler http.Handler
@@ -292,7 +318,12 @@ func New(o Options) (*App, error) {
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream, so the cards say streaming is off, and a blocking send
 	// follows the run record.
-	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout),
+	// Push configs are kept in the table with their runs; the sweep
+	// function, fed by the table's stream, delivers (HandleStream).
+	push := o.Push
+	push.Store, push.DeliverElsewhere = store, !o.DeliverPushHere
+	push.AllowPrivateNetworks = push.AllowPrivateNetworks || o.Config.PushAllowPrivateNetworks
+	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout), a2a.WithPushNotifications(push),
 		// A message's contextId names a thread where the Service keeps
 		// threads; the strategy says what a message does on a busy one.
 		a2a.WithThreadStrategy(o.Config.ThreadStrategy))
@@ -312,6 +343,7 @@ func New(o Options) (*App, error) {
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
+		Agents:  agents,
 		Tracer:  o.Tracer,
 	}, nil
 }

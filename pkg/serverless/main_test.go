@@ -27,6 +27,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/awsmeter"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -81,6 +82,8 @@ type stack struct {
 	url    string
 	// nodeCalls counts node function invocations.
 	nodeCalls atomic.Int64
+	// opts made app (to make another, as a new Lambda container would).
+	opts serverless.Options
 }
 
 type stackOptions struct {
@@ -99,6 +102,10 @@ type stackOptions struct {
 	wrapTick, wrapNode func(sqsqueue.Handler) sqsqueue.Handler
 	// threadRetention is Config.ThreadRetention.
 	threadRetention time.Duration
+	// push tunes push notifications; pushPrivate is
+	// PUSH_ALLOW_PRIVATE_NETWORKS.
+	push        a2a.PushOptions
+	pushPrivate bool
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -128,14 +135,16 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	cfg.APIToken = o.token
 	cfg.ThreadRetention = o.threadRetention
+	cfg.PushAllowPrivateNetworks = o.pushPrivate
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work, o.graphs...)
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer})
+	opts := serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Push: o.push}
+	app, err := serverless.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, app: app, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
+	s := &stack{t: t, app: app, opts: opts, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
 	httpSrv := httptest.NewServer(app)
 	t.Cleanup(httpSrv.Close)
 	s.url = httpSrv.URL
