@@ -17,6 +17,13 @@
 //     SQS start-queue messages, told apart by the shape of the event.
 //   - [App.HandleStream]: the table's stream -> [dynamo.Store.PurgeRun]
 //     of runs whose record expired
+//   - [App.HandleFunctionURL]: Lambda function URL requests in
+//     RESPONSE_STREAM mode (the stream function): the same HTTP API,
+//     streamed (run streams, A2A message/stream) through lambdaurl
+//
+// The tick and node handlers append each run's events to the table
+// ([dynamo.Store] is a [runs.EventLog]); GET /v1/runs/{id}/stream reads
+// them, on any function, and A2A streams follow them.
 //
 // Every SQS handler reports failures per message (ReportBatchItemFailures);
 // a message that can never be processed is logged with the reason and
@@ -33,6 +40,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -45,6 +53,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/jwtauth"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
@@ -80,6 +89,24 @@ const (
 	// supersteps, as a Go duration (optional; the function's timeout,
 	// less tick.DefaultChainMargin, always bounds it).
 	EnvTickChainBudget = "TICK_CHAIN_BUDGET"
+	// EnvRunEvents is "on" (the default) or "off": whether the tick and
+	// node functions keep each run's events for streams (about one
+	// PutItem per superstep; see README.md).
+	EnvRunEvents = "RUN_EVENTS"
+	// EnvEventRetention is how many events each run keeps, the newest
+	// (optional, default runs.DefaultStreamRetention); every function of
+	// a deployment must have the same.
+	EnvEventRetention = "EVENT_RETENTION"
+	// EnvStreamURL is the public URL of the stream function's function
+	// URL (optional). When set, the agent cards the api function serves
+	// advertise streaming at that URL.
+	EnvStreamURL = "STREAM_URL"
+	// EnvJWTIssuer and EnvJWTAudience, when the issuer is set, make the
+	// HTTP API check bearer JSON Web Tokens itself, as API Gateway's JWT
+	// authorizer does (pkg/jwtauth): the stream function's URL with
+	// AuthType NONE. The audiences are comma separated.
+	EnvJWTIssuer   = "JWT_ISSUER"
+	EnvJWTAudience = "JWT_AUDIENCE"
 )
 
 // Config is the deployment an App talks to.
@@ -101,6 +128,18 @@ type Config struct {
 	// Chain lets a tick run the next supersteps in the same invocation
 	// while their tasks are inline (zero: one superstep per message).
 	Chain tick.Chain
+	// NoEvents turns off the runs' event streams (RUN_EVENTS=off): the
+	// tick and node functions append no events, and streams show none.
+	NoEvents bool
+	// EventRetention is how many events each run keeps (0: the default).
+	EventRetention int
+	// StreamURL is the stream function's public URL (optional).
+	StreamURL string
+	// JWTIssuer, when set, is the issuer of the bearer tokens the HTTP
+	// API requires (checked by the handler, see pkg/jwtauth), for one of
+	// JWTAudience.
+	JWTIssuer   string
+	JWTAudience []string
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -113,8 +152,34 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		NodeQueueURL:  get(EnvNodeQueue),
 		StartQueueURL: get(EnvStartQueue),
 		APIToken:      get(EnvAPIToken),
+		StreamURL:     get(EnvStreamURL),
+		JWTIssuer:     get(EnvJWTIssuer),
+	}
+	for a := range strings.SplitSeq(get(EnvJWTAudience), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.JWTAudience = append(c.JWTAudience, a)
+		}
 	}
 	var errs []error
+	switch v := strings.ToLower(get(EnvRunEvents)); v {
+	case "", "on":
+	case "off":
+		c.NoEvents = true
+	default:
+		errs = append(errs, fmt.Errorf("%s=%q: want on or off", EnvRunEvents, v))
+	}
+	if v := get(EnvEventRetention); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a whole number of events, 1 or more", EnvEventRetention, v))
+		}
+		c.EventRetention = n
+	}
+	if c.StreamURL != "" {
+		if u, err := url.Parse(c.StreamURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q is not an http(s) URL", EnvStreamURL, c.StreamURL))
+		}
+	}
 	if v := get(EnvTaskLease); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -160,6 +225,9 @@ func (c Config) validate() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("set %s (the table and queues the functions use)", strings.Join(missing, ", "))
 	}
+	if c.JWTIssuer != "" && len(c.JWTAudience) == 0 {
+		return fmt.Errorf("%s is set without %s: name the accepted audiences (comma separated)", EnvJWTIssuer, EnvJWTAudience)
+	}
 	if !strings.HasSuffix(c.TickQueueURL, ".fifo") {
 		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
 	}
@@ -185,6 +253,12 @@ type Options struct {
 	// Tracer, when set, traces runs, ticks and node tasks, and carries
 	// the trace context in the queues' messages (see pkg/tracing).
 	Tracer *tracing.Tracer
+	// Streaming says the App serves a transport that streams responses:
+	// the stream function's function URL (HandleFunctionURL). The A2A
+	// agents then stream (message/stream, tasks/resubscribe). Otherwise
+	// (the api function behind API Gateway, which buffers responses)
+	// they stream only where Config.StreamURL points.
+	Streaming bool
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -224,7 +298,7 @@ func New(o Options) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table)
+	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithEventRetention(o.Config.EventRetention))
 	sqsClient := sqs.NewFromConfig(o.AWS)
 	var queueOpts []sqsqueue.Option
 	if o.Tracer != nil {
@@ -246,6 +320,10 @@ func New(o Options) (*App, error) {
 		Loader: store,
 		Chain:  o.Config.Chain,
 	}
+	if !o.Config.NoEvents {
+		// The run's stream: about one PutItem per superstep.
+		ticks.Events = store
+	}
 	svc := &runs.Service{
 		Graphs:      o.Graphs,
 		Runs:        store,
@@ -256,13 +334,36 @@ func New(o Options) (*App, error) {
 	if o.Tracer != nil {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
-	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log})
+	// Streams read the runs' events from the table.
+	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: store})
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
-	// stream, so the cards say streaming is off, and a blocking send
-	// follows the run record.
-	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout))
+	// stream: behind it, the cards say streaming is off, or, with a
+	// stream function, point at its URL; a blocking send follows the run
+	// record. The stream function streams, following the run's events.
+	a2aOpts := []a2a.Option{a2a.WithStreaming(o.Streaming), a2a.WithBearerAuth(o.Config.APIToken != "" || o.Config.JWTIssuer != ""), a2a.WithLogger(log),
+		a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout)}
+	switch {
+	case o.Streaming:
+		// A function URL request has no gateway limit: the function's
+		// timeout bounds it (HandleFunctionURL).
+		a2aOpts = append(a2aOpts, a2a.WithBlockingTimeout(a2a.DefaultBlockingTimeout))
+	case o.Config.StreamURL != "":
+		a2aOpts = append(a2aOpts, a2a.WithStreaming(true), a2a.WithBaseURL(o.Config.StreamURL))
+	}
+	if o.Streaming && !o.Config.NoEvents {
+		a2aOpts = append(a2aOpts, a2a.WithEvents(&logEvents{log: store, logger: log}))
+	}
+	agents := a2a.New(svc, a2aOpts...)
 	httpAPI.Handle(a2a.Pattern, agents)
-	handler := agents.PublicCards(httpAPI) // agent cards need no token
+	var inner http.Handler = httpAPI
+	if o.Config.JWTIssuer != "" {
+		// No gateway checks the token (a function URL): check it here,
+		// as API Gateway's JWT authorizer would.
+		inner = jwtauth.New(o.Config.JWTIssuer, o.Config.JWTAudience).Middleware(httpAPI, func(r *http.Request) bool {
+			return r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		})
+	}
+	handler := agents.PublicCards(inner) // agent cards need no token
 	if o.Middleware != nil {
 		handler = o.Middleware(handler)
 	}
