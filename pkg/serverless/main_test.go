@@ -2,6 +2,7 @@ package serverless_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -91,6 +92,13 @@ type stackOptions struct {
 	work func(ctx context.Context)
 	// tracer, when set, traces the stack.
 	tracer *tracing.Tracer
+	// streaming serves the App as the stream function does: its URL
+	// is a function URL in RESPONSE_STREAM mode (see functionURL).
+	streaming bool
+	// deadline is the function URL requests' timeout (default 30s).
+	deadline time.Duration
+	// config, if set, changes the Config before New.
+	config func(*serverless.Config)
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -119,15 +127,22 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	cfg.APIToken = o.token
+	if o.config != nil {
+		o.config(&cfg)
+	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work)
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer})
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Streaming: o.streaming})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &stack{t: t, app: app, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
-	httpSrv := httptest.NewServer(app)
+	var h http.Handler = app
+	if o.streaming {
+		h = functionURL(app, cmp.Or(o.deadline, 30*time.Second))
+	}
+	httpSrv := httptest.NewServer(h)
 	t.Cleanup(httpSrv.Close)
 	s.url = httpSrv.URL
 	if !o.noPollers {

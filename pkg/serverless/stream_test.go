@@ -1,0 +1,359 @@
+package serverless_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/superstep/superstep/examples/loop"
+	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/serverless"
+)
+
+// functionURL serves app as Lambda serves a function URL in
+// RESPONSE_STREAM mode: each request becomes a LambdaFunctionURLRequest
+// event for HandleFunctionURL, invoked with a deadline (the function's
+// timeout), and the streaming response's body is copied to the client as
+// the handler writes it.
+func functionURL(app *serverless.App, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ev := &events.LambdaFunctionURLRequest{
+			Version:        "2.0",
+			RawPath:        r.URL.Path,
+			RawQueryString: r.URL.RawQuery,
+			Headers:        map[string]string{},
+			Body:           string(body),
+			RequestContext: events.LambdaFunctionURLRequestContext{
+				DomainName: r.Host,
+				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: r.Method, Path: r.URL.Path, SourceIP: "127.0.0.1"},
+			},
+		}
+		for k, v := range r.Header {
+			ev.Headers[strings.ToLower(k)] = strings.Join(v, ",")
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		defer cancel()
+		resp, err := app.HandleFunctionURL(ctx, ev)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		for k, v := range resp.Headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(resp.StatusCode)
+		rc := http.NewResponseController(w)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				if _, werr := w.Write(buf[:n]); werr != nil {
+					return
+				}
+				_ = rc.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}
+
+// sseMsg is one message of a stream.
+type sseMsg struct{ id, event, data string }
+
+// sseReader reads a stream.
+type sseReader struct {
+	resp     *http.Response
+	rd       *bufio.Reader
+	comments []string
+}
+
+func (s *stack) openStream(path string, headers ...string) *sseReader {
+	s.t.Helper()
+	req, err := http.NewRequestWithContext(s.t.Context(), "GET", s.url+path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		s.t.Fatalf("GET %s: %d %s %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return &sseReader{resp: resp, rd: bufio.NewReader(resp.Body)}
+}
+
+// next returns the next message, io.EOF at the end of the stream.
+func (c *sseReader) next() (sseMsg, error) {
+	var m sseMsg
+	for {
+		line, err := c.rd.ReadString('\n')
+		if err != nil {
+			return m, err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if m.event != "" {
+				return m, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			c.comments = append(c.comments, line)
+		case strings.HasPrefix(line, "id: "):
+			m.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			m.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			m.data = line[6:]
+		}
+	}
+}
+
+// untilEnd reads messages up to the end event (included), or n messages
+// (n > 0), or the end of the stream.
+func (c *sseReader) untilEnd(t *testing.T, n int) []sseMsg {
+	t.Helper()
+	var out []sseMsg
+	for n <= 0 || len(out) < n {
+		m, err := c.next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+		if m.event == "end" {
+			return out
+		}
+	}
+	return out
+}
+
+// streamEvents decodes the events of mode events (all but end).
+func streamEvents(t *testing.T, msgs []sseMsg) []runs.StreamEvent {
+	t.Helper()
+	var out []runs.StreamEvent
+	for _, m := range msgs {
+		if m.event == "end" {
+			continue
+		}
+		var ev runs.StreamEvent
+		if err := json.Unmarshal([]byte(m.data), &ev); err != nil {
+			t.Fatalf("%s event %q: %v", m.event, m.data, err)
+		}
+		if m.id != fmt.Sprint(ev.ID) {
+			t.Fatalf("message id %q carries event %d", m.id, ev.ID)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func endEvent(t *testing.T, msgs []sseMsg) api.StreamEnd {
+	t.Helper()
+	if len(msgs) == 0 || msgs[len(msgs)-1].event != "end" {
+		t.Fatalf("the stream has no end event (%d messages)", len(msgs))
+	}
+	var end api.StreamEnd
+	if err := json.Unmarshal([]byte(msgs[len(msgs)-1].data), &end); err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
+// TestStreamServerlessRun streams a run of remote-fanout executed by the
+// tick and node handlers (SQS on moto, the table's event log) through the
+// stream function's function URL (lambdaurl): the node's own events come
+// between its start and finish; a stream cut in the middle and resumed
+// with Last-Event-ID gives exactly the rest; the interrupt ends the
+// stream, and after the resume the stream goes on to the end.
+func TestStreamServerlessRun(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{streaming: true, work: func(ctx context.Context) {
+		n, _ := pregel.Arg[int](ctx)
+		_ = pregel.Emit(ctx, "progress", map[string]int{"item": n})
+	}})
+	s.create("remote-fanout", "sr1", map[string]any{})
+
+	// A first watcher goes away after 4 messages; the second resumes.
+	first := s.openStream("/v1/runs/sr1/stream?mode=events").untilEnd(t, 4)
+	last := first[len(first)-1].id
+	rest := s.openStream("/v1/runs/sr1/stream?mode=events", "Last-Event-ID", last).untilEnd(t, 0)
+	if end := endEvent(t, rest); end.Status != pregel.RunInterrupted {
+		t.Fatalf("end = %+v; want interrupted", end)
+	}
+	// A watcher from the start gets the same events, once each.
+	whole := s.openStream("/v1/runs/sr1/stream?mode=events").untilEnd(t, 0)
+	evs := streamEvents(t, whole)
+	resumed := streamEvents(t, append(first, rest...))
+	if len(evs) != len(resumed) {
+		t.Fatalf("a resumed watcher got %d events, one from the start %d", len(resumed), len(evs))
+	}
+	running := map[string]bool{}
+	custom := 0
+	for i, ev := range evs {
+		if ev.ID != int64(i+1) || resumed[i].ID != ev.ID || resumed[i].Type != ev.Type {
+			t.Fatalf("event %d: id %d %s, resumed %d %s", i, ev.ID, ev.Type, resumed[i].ID, resumed[i].Type)
+		}
+		switch ev.Type {
+		case pregel.EventNodeStarted:
+			running[ev.TaskID] = true
+		case pregel.EventCustom:
+			custom++
+			if !running[ev.TaskID] || ev.Node != "work" {
+				t.Errorf("custom event %d of %s (task %s) outside its node", ev.ID, ev.Node, ev.TaskID)
+			}
+		case pregel.EventNodeFinished:
+			if !running[ev.TaskID] {
+				t.Errorf("node_finished %d of task %s without node_started", ev.ID, ev.TaskID)
+			}
+			delete(running, ev.TaskID)
+		}
+	}
+	if custom != 3 {
+		t.Errorf("%d custom events; want one per work task (3)", custom)
+	}
+	if lastEv := evs[len(evs)-1]; lastEv.Type != pregel.EventRunFinished || lastEv.RunStatus != pregel.RunInterrupted {
+		t.Errorf("the stream's last event is %s %s; want run_finished interrupted", lastEv.Type, lastEv.RunStatus)
+	}
+
+	// Resume; the stream goes on from where it was.
+	if st := s.do("POST", "/v1/runs/sr1/resume", map[string]any{"resume": "yes"}, nil); st != http.StatusAccepted && st != http.StatusOK {
+		t.Fatalf("resume: %d", st)
+	}
+	more := s.openStream("/v1/runs/sr1/stream?mode=events,updates", "Last-Event-ID", fmt.Sprint(evs[len(evs)-1].ID)).untilEnd(t, 0)
+	if end := endEvent(t, more); end.Status != pregel.RunCompleted {
+		t.Fatalf("end after the resume = %+v; want completed", end)
+	}
+	updates := 0
+	for _, m := range more {
+		if m.event == "updates" {
+			updates++
+		}
+	}
+	if updates != 1 {
+		t.Errorf("%d updates after the resume; want 1 (approve)", updates)
+	}
+}
+
+// TestFunctionURLStreamEndsBeforeTimeout: the stream of a run that does
+// not stop ends cleanly before the function's timeout (no end event, a
+// comment saying to reconnect), with a 200, not cut by the timeout.
+func TestFunctionURLStreamEndsBeforeTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 4 * time.Second
+	s := newStack(t, stackOptions{streaming: true, noPollers: true, deadline: timeout})
+	s.create("remote-fanout", "pending1", map[string]any{}) // no pollers: it stays pending
+	start := time.Now()
+	c := s.openStream("/v1/runs/pending1/stream?mode=events")
+	msgs := c.untilEnd(t, 0)
+	took := time.Since(start)
+	if len(msgs) != 0 {
+		t.Errorf("messages %v; want none (the run never started)", msgs)
+	}
+	want := timeout - serverless.FunctionURLMargin - api.StreamDeadlineMargin
+	if took < want-500*time.Millisecond || took > timeout-serverless.FunctionURLMargin {
+		t.Errorf("the stream ended after %v; want about %v", took, want)
+	}
+	if n := len(c.comments); n == 0 || !strings.Contains(c.comments[n-1], "Last-Event-ID") {
+		t.Errorf("the stream's last comment %q; want one saying to reconnect with Last-Event-ID", c.comments)
+	}
+}
+
+// TestAgentCardsStreaming: the stream function's agents stream; the api
+// function's stream where STREAM_URL points, else not at all.
+func TestAgentCardsStreaming(t *testing.T) {
+	t.Parallel()
+	type card struct {
+		Capabilities struct {
+			Streaming bool `json:"streaming"`
+		} `json:"capabilities"`
+		SupportedInterfaces []struct {
+			URL string `json:"url"`
+		} `json:"supportedInterfaces"`
+	}
+	for _, tc := range []struct {
+		name      string
+		o         stackOptions
+		streaming bool
+		urlPrefix string
+	}{
+		{"stream function", stackOptions{streaming: true, noPollers: true}, true, ""},
+		{"api function with STREAM_URL", stackOptions{noPollers: true, config: func(c *serverless.Config) {
+			c.StreamURL = "https://abc.lambda-url.eu-west-1.on.aws/"
+		}}, true, "https://abc.lambda-url.eu-west-1.on.aws/a2a/"},
+		{"api function alone", stackOptions{noPollers: true}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t, tc.o)
+			var c card
+			if st := s.do("GET", "/a2a/"+loop.Name+"/.well-known/agent-card.json", nil, &c); st != http.StatusOK {
+				t.Fatalf("agent card: %d", st)
+			}
+			if c.Capabilities.Streaming != tc.streaming {
+				t.Errorf("card streaming = %t; want %t", c.Capabilities.Streaming, tc.streaming)
+			}
+			for _, i := range c.SupportedInterfaces {
+				if !strings.HasPrefix(i.URL, cmpOr(tc.urlPrefix, s.url)) {
+					t.Errorf("card interface URL %s; want it under %s", i.URL, cmpOr(tc.urlPrefix, s.url))
+				}
+			}
+		})
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// TestConfigJWT: JWT_ISSUER needs JWT_AUDIENCE, and a stack with an
+// issuer refuses requests without a token it accepts.
+func TestConfigJWT(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		serverless.EnvTable: "t", serverless.EnvTickQueue: "https://q/ticks.fifo", serverless.EnvNodeQueue: "https://q/nodes",
+		serverless.EnvJWTIssuer: "https://issuer.example",
+	}
+	if _, err := serverless.ConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), serverless.EnvJWTAudience) {
+		t.Errorf("JWT_ISSUER without JWT_AUDIENCE: %v; want an error naming %s", err, serverless.EnvJWTAudience)
+	}
+	env[serverless.EnvJWTAudience] = " app, other ,"
+	cfg, err := serverless.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || strings.Join(cfg.JWTAudience, "|") != "app|other" {
+		t.Errorf("ConfigFromEnv = %+v, %v; want audiences app and other", cfg.JWTAudience, err)
+	}
+	s := newStack(t, stackOptions{streaming: true, noPollers: true, config: func(c *serverless.Config) {
+		c.JWTIssuer, c.JWTAudience = "http://127.0.0.1:1", []string{"app"}
+	}})
+	for path, want := range map[string]int{
+		"/v1/graphs": http.StatusUnauthorized,
+		"/healthz":   http.StatusOK,
+		"/a2a/" + loop.Name + "/.well-known/agent-card.json": http.StatusOK,
+	} {
+		if st := s.do("GET", path, nil, nil); st != want {
+			t.Errorf("GET %s without a token: %d; want %d", path, st, want)
+		}
+	}
+}
