@@ -89,9 +89,9 @@ const (
 	// supersteps, as a Go duration (optional; the function's timeout,
 	// less tick.DefaultChainMargin, always bounds it).
 	EnvTickChainBudget = "TICK_CHAIN_BUDGET"
-	// EnvRunEvents is "on" (the default) or "off": whether the tick and
-	// node functions keep each run's events for streams (about one
-	// PutItem per superstep; see README.md).
+	// EnvRunEvents says when the tick and node functions keep a run's
+	// events for streams: "watched" (the default), "on" or "off" (see
+	// EventsMode).
 	EnvRunEvents = "RUN_EVENTS"
 	// EnvEventRetention is how many events each run keeps, the newest
 	// (optional, default runs.DefaultStreamRetention); every function of
@@ -128,9 +128,9 @@ type Config struct {
 	// Chain lets a tick run the next supersteps in the same invocation
 	// while their tasks are inline (zero: one superstep per message).
 	Chain tick.Chain
-	// NoEvents turns off the runs' event streams (RUN_EVENTS=off): the
-	// tick and node functions append no events, and streams show none.
-	NoEvents bool
+	// Events says when the tick and node functions keep a run's events
+	// (RUN_EVENTS; "": EventsWatched).
+	Events EventsMode
 	// EventRetention is how many events each run keeps (0: the default).
 	EventRetention int
 	// StreamURL is the stream function's public URL (optional).
@@ -161,12 +161,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	var errs []error
-	switch v := strings.ToLower(get(EnvRunEvents)); v {
-	case "", "on":
-	case "off":
-		c.NoEvents = true
+	switch v := EventsMode(strings.ToLower(get(EnvRunEvents))); v {
+	case "", EventsWatched, EventsOn, EventsOff:
+		c.Events = v
 	default:
-		errs = append(errs, fmt.Errorf("%s=%q: want on or off", EnvRunEvents, v))
+		errs = append(errs, fmt.Errorf("%s=%q: want %s, %s or %s", EnvRunEvents, v, EventsWatched, EventsOn, EventsOff))
 	}
 	if v := get(EnvEventRetention); v != "" {
 		n, err := strconv.Atoi(v)
@@ -320,9 +319,16 @@ func New(o Options) (*App, error) {
 		Loader: store,
 		Chain:  o.Config.Chain,
 	}
-	if !o.Config.NoEvents {
-		// The run's stream: about one PutItem per superstep.
+	// The runs' streams: about one PutItem per superstep of a run whose
+	// events are kept (watched runs by default).
+	var events runs.EventReader = store
+	switch o.Config.Events {
+	case EventsOn:
 		ticks.Events = store
+	case EventsOff:
+	default:
+		ticks.Events, ticks.EventFilter = store, isWatched
+		events = &watchingLog{EventReader: store, runs: store, lease: WatchLease, logger: log}
 	}
 	svc := &runs.Service{
 		Graphs:      o.Graphs,
@@ -335,7 +341,7 @@ func New(o Options) (*App, error) {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
 	// Streams read the runs' events from the table.
-	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: store})
+	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events})
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream: behind it, the cards say streaming is off, or, with a
 	// stream function, point at its URL; a blocking send follows the run
@@ -350,8 +356,8 @@ func New(o Options) (*App, error) {
 	case o.Config.StreamURL != "":
 		a2aOpts = append(a2aOpts, a2a.WithStreaming(true), a2a.WithBaseURL(o.Config.StreamURL))
 	}
-	if o.Streaming && !o.Config.NoEvents {
-		a2aOpts = append(a2aOpts, a2a.WithEvents(&logEvents{log: store, logger: log}))
+	if o.Streaming && o.Config.Events != EventsOff {
+		a2aOpts = append(a2aOpts, a2a.WithEvents(&logEvents{log: events, logger: log}))
 	}
 	agents := a2a.New(svc, a2aOpts...)
 	httpAPI.Handle(a2a.Pattern, agents)

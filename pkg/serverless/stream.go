@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -107,5 +108,92 @@ func (l *logEvents) Subscribe(runID string) (<-chan pregel.Event, func()) {
 	return ch, func() {
 		cancel()
 		<-done
+	}
+}
+
+// EventsMode says when the tick and node functions keep a run's events,
+// which GET /v1/runs/{id}/stream and A2A streams serve.
+type EventsMode string
+
+// The modes of Config.Events (RUN_EVENTS).
+const (
+	// EventsWatched, the default: the events of watched runs only. A
+	// stream (GET /v1/runs/{id}/stream, A2A message/stream or
+	// resubscribe) marks its run watched for WatchLease, and renews the
+	// mark while it lasts (runs.Run.WatchedUntil, one run record update
+	// a minute); the tick and node functions keep the events of the
+	// supersteps they start while the mark holds. An unwatched run pays
+	// nothing; a stream shows what happened since it (or a watcher
+	// before it, within the lease) started, and of a run nobody watched,
+	// only how it ended.
+	EventsWatched EventsMode = "watched"
+	// EventsOn: every run's events, about one PutItem (1 WRU) per
+	// superstep; any stream replays the run from its start.
+	EventsOn EventsMode = "on"
+	// EventsOff: none; streams show how runs end, nothing else.
+	EventsOff EventsMode = "off"
+)
+
+// WatchLease is how long a stream's mark on its run lasts (EventsWatched):
+// the run's events are kept that long after the last watcher left, so a
+// client that reconnects within it misses nothing.
+const WatchLease = 2 * time.Minute
+
+// isWatched is the tick handler's EventFilter under EventsWatched.
+func isWatched(r runs.Run) bool { return r.WatchedUntil.After(time.Now()) }
+
+// errNoRenewal tells runs.Mutate that the record needs no write.
+var errNoRenewal = errors.New("no renewal needed")
+
+// watchingLog is the EventReader of streams under EventsWatched: reading
+// a run's stream marks the run watched (runs.Run.WatchedUntil) for lease,
+// renewed when half of it has passed.
+type watchingLog struct {
+	runs.EventReader
+	runs   runs.Store
+	lease  time.Duration
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	renewed map[string]time.Time // run -> when this process last renewed
+}
+
+// maxRenewals bounds the runs a watchingLog remembers renewing.
+const maxRenewals = 4096
+
+// EventsSince renews the run's mark, then reads its stream.
+func (w *watchingLog) EventsSince(ctx context.Context, runID string, after int64, limit int) (runs.EventPage, error) {
+	w.renew(ctx, runID)
+	return w.EventReader.EventsSince(ctx, runID, after, limit)
+}
+
+func (w *watchingLog) renew(ctx context.Context, runID string) {
+	now := time.Now()
+	w.mu.Lock()
+	if last, ok := w.renewed[runID]; ok && now.Sub(last) < w.lease/2 {
+		w.mu.Unlock()
+		return
+	}
+	if w.renewed == nil || len(w.renewed) >= maxRenewals {
+		w.renewed = map[string]time.Time{}
+	}
+	w.renewed[runID] = now
+	w.mu.Unlock()
+	_, err := runs.Mutate(ctx, w.runs, runID, func(r *runs.Run) error {
+		switch r.Status {
+		case pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
+			return errNoRenewal // nothing more happens
+		}
+		if r.WatchedUntil.Sub(now) > w.lease/2 {
+			return errNoRenewal // another watcher renewed it
+		}
+		r.WatchedUntil = now.Add(w.lease)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoRenewal) && !errors.Is(err, runs.ErrNotFound) && ctx.Err() == nil {
+		w.logger.Warn("mark the run watched; its stream may miss events", "run_id", runID, "error", err)
+		w.mu.Lock()
+		delete(w.renewed, runID)
+		w.mu.Unlock()
 	}
 }

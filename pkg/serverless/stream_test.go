@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/superstep/superstep/examples/loop"
 	"github.com/superstep/superstep/pkg/api"
@@ -181,8 +184,9 @@ func endEvent(t *testing.T, msgs []sseMsg) api.StreamEnd {
 }
 
 // TestStreamServerlessRun streams a run of remote-fanout executed by the
-// tick and node handlers (SQS on moto, the table's event log) through the
-// stream function's function URL (lambdaurl): the node's own events come
+// tick and node handlers (SQS on moto, the table's event log, every run's
+// events kept: RUN_EVENTS=on) through the stream function's function URL
+// (lambdaurl): the node's own events come
 // between its start and finish; a stream cut in the middle and resumed
 // with Last-Event-ID gives exactly the rest; the interrupt ends the
 // stream, and after the resume the stream goes on to the end.
@@ -191,7 +195,7 @@ func TestStreamServerlessRun(t *testing.T) {
 	s := newStack(t, stackOptions{streaming: true, work: func(ctx context.Context) {
 		n, _ := pregel.Arg[int](ctx)
 		_ = pregel.Emit(ctx, "progress", map[string]int{"item": n})
-	}})
+	}, config: func(c *serverless.Config) { c.Events = serverless.EventsOn }})
 	s.create("remote-fanout", "sr1", map[string]any{})
 
 	// A first watcher goes away after 4 messages; the second resumes.
@@ -356,4 +360,74 @@ func TestConfigJWT(t *testing.T) {
 			t.Errorf("GET %s without a token: %d; want %d", path, st, want)
 		}
 	}
+}
+
+// TestWatchedRunsOnly checks the default, RUN_EVENTS=watched: a run
+// nobody streams leaves no event in the table and its stream is its end
+// alone; a stream opened while a run goes marks it watched, and the
+// supersteps started after that are in the stream.
+func TestWatchedRunsOnly(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	started := make(chan struct{}, 8)
+	s := newStack(t, stackOptions{streaming: true, work: func(ctx context.Context) {
+		if info, _ := pregel.TaskFrom(ctx); strings.HasPrefix(info.RunID, "watched") {
+			started <- struct{}{}
+			<-gate
+		}
+	}})
+	s.create("remote-fanout", "alone", map[string]any{})
+	s.waitStatus("alone", pregel.RunInterrupted)
+	if n := eventItems(t, s, "alone"); n != 0 {
+		t.Errorf("the unwatched run has %d event items; want none", n)
+	}
+	msgs := s.openStream("/v1/runs/alone/stream?mode=events").untilEnd(t, 0)
+	if end := endEvent(t, msgs); len(msgs) != 1 || end.Status != pregel.RunInterrupted {
+		t.Errorf("stream of the unwatched run: %d messages, end %+v; want the end alone, interrupted", len(msgs), end)
+	}
+
+	s.create("remote-fanout", "watched", map[string]any{})
+	<-started // the run is in its fan-out step
+	c := s.openStream("/v1/runs/watched/stream?mode=events")
+	close(gate)
+	msgs = c.untilEnd(t, 0)
+	if end := endEvent(t, msgs); end.Status != pregel.RunInterrupted {
+		t.Fatalf("end = %+v; want interrupted", end)
+	}
+	evs := streamEvents(t, msgs)
+	kinds := map[pregel.EventType]int{}
+	for i, ev := range evs {
+		if i > 0 && ev.ID != evs[i-1].ID+1 {
+			t.Fatalf("ids %d then %d", evs[i-1].ID, ev.ID)
+		}
+		kinds[ev.Type]++
+	}
+	// The approve step started after the stream: its node's start,
+	// finish (interrupted), the interrupt and the run's stop.
+	for _, k := range []pregel.EventType{pregel.EventNodeStarted, pregel.EventNodeFinished, pregel.EventInterrupted, pregel.EventRunFinished} {
+		if kinds[k] == 0 {
+			t.Errorf("the watched run's stream has no %s event: %v", k, kinds)
+		}
+	}
+	r, err := s.app.Service.Get(t.Context(), "watched")
+	if err != nil || !r.WatchedUntil.After(time.Now()) {
+		t.Errorf("run record watched until %v (%v); want a mark in the future", r.WatchedUntil, err)
+	}
+}
+
+// eventItems counts the event items of a run in the table.
+func eventItems(t *testing.T, s *stack, run string) int {
+	t.Helper()
+	out, err := s.ddb.Query(t.Context(), &dynamodb.QueryInput{
+		TableName:              aws.String(s.cfg.Table),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :e)"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{
+			":pk": &ddbtypes.AttributeValueMemberS{Value: "RUN#" + run},
+			":e":  &ddbtypes.AttributeValueMemberS{Value: "EVT#"},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Items)
 }

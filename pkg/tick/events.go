@@ -27,6 +27,11 @@ import (
 // runs, so that its progress and tokens reach watchers before it ends.
 // A failed append is logged and does not fail the call: the run's state
 // is in its checkpoints, the stream only reports it.
+//
+// With Handler.EventFilter set, a call keeps the events of a run only
+// when the filter approves the run record it read (the serverless
+// runtime keeps those of watched runs, runs.Run.WatchedUntil): others
+// cost nothing.
 
 // EventLog is where a Handler appends run events: a runs.EventLog such as
 // the DynamoDB store.
@@ -46,6 +51,7 @@ type eventBuffer struct {
 
 	mu      sync.Mutex
 	graph   string
+	off     bool // the run's events are not kept (EventFilter)
 	evs     []pregel.Event
 	timer   *time.Timer // pending periodic flush; nil when none
 	closed  bool
@@ -70,11 +76,16 @@ func eventsFrom(ctx context.Context) *eventBuffer {
 	return b
 }
 
-// noteGraph sets the graph name the call's events carry.
-func noteGraph(ctx context.Context, graph string) {
+// noteRun tells the call's buffer the run record read: the graph name
+// the events carry, and whether they are kept (Handler.EventFilter).
+func noteRun(ctx context.Context, run runs.Run) {
 	if b := eventsFrom(ctx); b != nil {
 		b.mu.Lock()
-		b.graph = graph
+		b.graph = run.Graph
+		b.off = b.h.EventFilter != nil && !b.h.EventFilter(run)
+		if b.off {
+			b.evs = nil
+		}
 		b.mu.Unlock()
 	}
 }
@@ -99,6 +110,9 @@ func nodeSink(ctx context.Context) context.Context {
 func (b *eventBuffer) add(ev pregel.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.off {
+		return
+	}
 	ev.RunID, ev.Graph = b.runID, b.graph
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()

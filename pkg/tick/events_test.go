@@ -194,3 +194,53 @@ func TestTickNodeEventsFlushWhileRunning(t *testing.T) {
 	}
 	checkStream(t, log, e, pregel.RunCompleted)
 }
+
+// TestTickEventFilter checks Handler.EventFilter: the events of a run it
+// does not approve are not kept at all; once it approves, the events of
+// the calls that read the approving record are.
+func TestTickEventFilter(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		approve func(calls int) bool
+		some    bool
+	}{
+		{"never", func(int) bool { return false }, false},
+		{"always", func(int) bool { return true }, true},
+		{"from the fourth call", func(n int) bool { return n >= 4 }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, false)
+			e.ex.hook = emitHook
+			log := runs.NewMemoryEventLog(0, 0)
+			var mu sync.Mutex
+			calls := 0
+			e.h.Events = log
+			e.h.EventFilter = func(r runs.Run) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				return tc.approve(calls)
+			}
+			if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r1"}); err != nil {
+				t.Fatal(err)
+			}
+			e.drain(t, rand.New(rand.NewPCG(9, 10)), false)
+			if r, _ := e.svc.Get(ctx, "r1"); r.Status != pregel.RunCompleted {
+				t.Fatalf("run %s; want completed", r.Status)
+			}
+			page, err := log.EventsSince(ctx, "r1", 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(page.Events) > 0; got != tc.some {
+				t.Fatalf("%d events kept; want some: %t", len(page.Events), tc.some)
+			}
+			if tc.some {
+				if last := page.Events[len(page.Events)-1]; last.Type != pregel.EventRunFinished || last.RunStatus != pregel.RunCompleted {
+					t.Errorf("the stream ends with %s %s; want run_finished completed", last.Type, last.RunStatus)
+				}
+			}
+		})
+	}
+}

@@ -93,6 +93,9 @@ type Handler struct {
 	// Events, when set, receives the run's events (see events.go): the
 	// stream GET /v1/runs/{id}/stream serves. Nil: no events are kept.
 	Events EventLog
+	// EventFilter, when set, says which runs' events go to Events: those
+	// whose record it approves (say, watched ones). Nil: every run's.
+	EventFilter func(runs.Run) bool
 	// EventFlush is how often the events of a node still running are
 	// appended (default DefaultEventFlush); the rest are appended when
 	// the call ends.
@@ -250,7 +253,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		ctx, end = h.Tracer.StartTick(ctx, run, t.Step)
 		defer func() { end(err) }()
 	}
-	noteGraph(ctx, run.Graph)
+	noteRun(ctx, run)
 	g, ok := h.Graphs.Get(run.Graph)
 	if !ok {
 		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
@@ -704,7 +707,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		log.Info("node task of a run being cancelled: not executed; the tick handler ends the run")
 		return h.Queue.SendTick(ctx, Tick{RunID: run.ID, Step: open, Nonce: "cancel"})
 	}
-	noteGraph(ctx, run.Graph)
+	noteRun(ctx, run)
 	g, ok := h.Graphs.Get(run.Graph)
 	if !ok {
 		// As the tick handler does: the run cannot go on here.
