@@ -168,11 +168,12 @@ func (a *App) start(ctx context.Context, log *slog.Logger, body, defaultID strin
 }
 
 // BufferedLimit bounds a request HandleHTTP serves: API Gateway buffers
-// the response and gives up after 30 seconds, so a stream asked for there
-// (GET /v1/runs/{id}/stream) ends by then with the events so far, for the
+// the response and gives up after 29 seconds, so a stream asked for there
+// (GET /v1/runs/{id}/stream) ends before, with the events so far, for the
 // client to resume with Last-Event-ID; the stream function's URL streams
-// them as they come.
-const BufferedLimit = 25 * time.Second
+// them as they come. A blocking A2A send returns sooner
+// (a2a.APIGatewayBlockingTimeout).
+const BufferedLimit = 28 * time.Second
 
 // HandleHTTP serves an API Gateway HTTP API request (payload format 2.0)
 // with the HTTP API handler, within BufferedLimit. A request event that
