@@ -431,3 +431,27 @@ func eventItems(t *testing.T, s *stack, run string) int {
 	}
 	return len(out.Items)
 }
+
+// TestStreamBufferedThroughAPIGateway: the api function behind API
+// Gateway (HandleHTTP, buffered) answers a stream of a finished run with
+// the whole replay and its end (a buffered response without a Flush used
+// to end the stream after its first line).
+func TestStreamBufferedThroughAPIGateway(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{config: func(c *serverless.Config) { c.Events = serverless.EventsOn }})
+	s.create(loop.Name, "buf1", map[string]any{"limit": 2})
+	s.waitStatus("buf1", pregel.RunCompleted)
+	ev := events.APIGatewayV2HTTPRequest{
+		Version: "2.0", RawPath: "/v1/runs/buf1/stream", RawQueryString: "mode=events",
+		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: "/v1/runs/buf1/stream"}},
+	}
+	resp := s.app.HandleHTTP(t.Context(), ev)
+	if resp.StatusCode != 200 || resp.Headers["Content-Type"] != "text/event-stream" {
+		t.Fatalf("%d %v", resp.StatusCode, resp.Headers)
+	}
+	// run_started, 2 × (step_started, node_started, node_finished,
+	// state_updated, step_finished), run_finished; then end.
+	if n := strings.Count(resp.Body, "\nid: ") + strings.Count(resp.Body[:min(len(resp.Body), 4)], "id: "); n != 12 || !strings.Contains(resp.Body, "event: end\ndata: {\"run_id\":\"buf1\",\"status\":\"completed\"") {
+		t.Errorf("buffered stream with %d ids:\n%s", n, resp.Body)
+	}
+}
