@@ -1,7 +1,8 @@
 // Package serverless holds superstep's Lambda handlers and their wiring,
-// shared by the four Lambda functions of a deployment (a program built
+// shared by the five Lambda functions of a deployment (a program built
 // with pkg/superstep serves them; the repository's are functions/api,
-// functions/tick, functions/node and functions/sweep) and by the local
+// functions/tick, functions/node, functions/sweep and functions/stream)
+// and by the local
 // serverless mode,
 // `superstep dev --aws`, which calls the same handlers from SQS pollers in
 // one process.
