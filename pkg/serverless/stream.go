@@ -190,10 +190,14 @@ func (w *watchingLog) renew(ctx context.Context, runID string) {
 		r.WatchedUntil = now.Add(w.lease)
 		return nil
 	})
-	if err != nil && !errors.Is(err, errNoRenewal) && !errors.Is(err, runs.ErrNotFound) && ctx.Err() == nil {
-		w.logger.Warn("mark the run watched; its stream may miss events", "run_id", runID, "error", err)
+	if err != nil && !errors.Is(err, errNoRenewal) {
+		// Try again at the next read: the run may not exist yet (a
+		// stream that subscribes before the run is created).
 		w.mu.Lock()
 		delete(w.renewed, runID)
 		w.mu.Unlock()
+		if !errors.Is(err, runs.ErrNotFound) && ctx.Err() == nil {
+			w.logger.Warn("mark the run watched; its stream may miss events", "run_id", runID, "error", err)
+		}
 	}
 }

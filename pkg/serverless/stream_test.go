@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -453,5 +454,73 @@ func TestStreamBufferedThroughAPIGateway(t *testing.T) {
 	// state_updated, step_finished), run_finished; then end.
 	if n := strings.Count(resp.Body, "\nid: ") + strings.Count(resp.Body[:min(len(resp.Body), 4)], "id: "); n != 12 || !strings.Contains(resp.Body, "event: end\ndata: {\"run_id\":\"buf1\",\"status\":\"completed\"") {
 		t.Errorf("buffered stream with %d ids:\n%s", n, resp.Body)
+	}
+}
+
+// TestA2AStreamOverFunctionURL: A2A message/stream on the stream function
+// (function URL, lambdaurl) streams a serverless run: status updates with
+// the progress of its nodes ("step N: count started"), then the final
+// completed status.
+func TestA2AStreamOverFunctionURL(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{streaming: true})
+	body := `{"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": {"message": {"role": "user", "messageId": "m1", "kind": "message",
+		"parts": [{"kind": "data", "data": {"limit": 3, "delay_ms": 100}}]}}}`
+	req, err := http.NewRequestWithContext(t.Context(), "POST", s.url+"/a2a/"+loop.Name, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("message/stream: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var progress []string
+	final := ""
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var m struct {
+			Result struct {
+				Kind   string `json:"kind"`
+				Final  bool   `json:"final"`
+				Status struct {
+					State   string `json:"state"`
+					Message *struct {
+						Parts []struct {
+							Text string `json:"text"`
+						} `json:"parts"`
+					} `json:"message"`
+				} `json:"status"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			t.Fatalf("stream message %s: %v", data, err)
+		}
+		if msg := m.Result.Status.Message; msg != nil && m.Result.Status.State == "working" {
+			for _, p := range msg.Parts {
+				progress = append(progress, p.Text)
+			}
+		}
+		if m.Result.Final {
+			final = m.Result.Status.State
+			break
+		}
+	}
+	if final != "completed" {
+		t.Fatalf("final state %q; want completed (progress %v)", final, progress)
+	}
+	if !slices.ContainsFunc(progress, func(p string) bool { return strings.Contains(p, "count completed") }) {
+		t.Errorf("progress %v; want the node's steps", progress)
 	}
 }
