@@ -156,6 +156,7 @@ type watchingLog struct {
 
 	mu      sync.Mutex
 	renewed map[string]time.Time // run -> when this process last renewed
+	waiting map[string]bool      // runs markSoon waits for
 }
 
 // maxRenewals bounds the runs a watchingLog remembers renewing.
@@ -191,13 +192,60 @@ func (w *watchingLog) renew(ctx context.Context, runID string) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errNoRenewal) {
-		// Try again at the next read: the run may not exist yet (a
-		// stream that subscribes before the run is created).
+		// Try again at the next read.
 		w.mu.Lock()
 		delete(w.renewed, runID)
 		w.mu.Unlock()
-		if !errors.Is(err, runs.ErrNotFound) && ctx.Err() == nil {
+		if errors.Is(err, runs.ErrNotFound) {
+			// A stream that watches before its run is created (A2A
+			// message/stream): mark the run as soon as it exists,
+			// before its first tick if possible.
+			w.markSoon(runID)
+		} else if ctx.Err() == nil {
 			w.logger.Warn("mark the run watched; its stream may miss events", "run_id", runID, "error", err)
 		}
 	}
+}
+
+// markRetry and markWait pace markSoon.
+const (
+	markRetry = 50 * time.Millisecond
+	markWait  = 5 * time.Second
+)
+
+// markSoon marks a run that does not exist yet once it does: it looks
+// every markRetry, for markWait, once per run at a time.
+func (w *watchingLog) markSoon(runID string) {
+	w.mu.Lock()
+	if w.waiting == nil {
+		w.waiting = map[string]bool{}
+	}
+	if w.waiting[runID] || len(w.waiting) >= maxRenewals {
+		w.mu.Unlock()
+		return
+	}
+	w.waiting[runID] = true
+	w.mu.Unlock()
+	go func() {
+		defer func() {
+			w.mu.Lock()
+			delete(w.waiting, runID)
+			w.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), markWait)
+		defer cancel()
+		t := time.NewTicker(markRetry)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := w.runs.GetRun(ctx, runID); err == nil {
+				w.renew(ctx, runID)
+				return
+			}
+		}
+	}()
 }

@@ -465,7 +465,7 @@ func TestA2AStreamOverFunctionURL(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, stackOptions{streaming: true})
 	body := `{"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": {"message": {"role": "user", "messageId": "m1", "kind": "message",
-		"parts": [{"kind": "data", "data": {"limit": 3, "delay_ms": 100}}]}}}`
+		"parts": [{"kind": "data", "data": {"limit": 5, "delay_ms": 200}}]}}}`
 	req, err := http.NewRequestWithContext(t.Context(), "POST", s.url+"/a2a/"+loop.Name, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
