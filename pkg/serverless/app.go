@@ -82,6 +82,11 @@ const (
 	EnvTaskLease = "TASK_LEASE"
 	// EnvLogLevel is debug, info, warn or error (optional, default info).
 	EnvLogLevel = "LOG_LEVEL"
+	// EnvThreadRetention is how long an idle thread is kept after its
+	// last change, as a Go duration such as 720h (optional; unset: until
+	// it is deleted). DynamoDB's TTL then deletes it, and the sweep its
+	// runs (see dynamo.WithThreadRetention).
+	EnvThreadRetention = "THREAD_RETENTION"
 	// EnvTickChainSteps is the most supersteps a tick message runs while
 	// their tasks are inline (optional, default 1: one per message; see
 	// tick.Chain).
@@ -108,6 +113,14 @@ const (
 	// AuthType NONE. The audiences are comma separated.
 	EnvJWTIssuer   = "JWT_ISSUER"
 	EnvJWTAudience = "JWT_AUDIENCE"
+	// EnvThreadStrategy is what an A2A message does when its context's
+	// thread has an active task: reject (the default), enqueue,
+	// interrupt or rollback (optional; see a2a.WithThreadStrategy).
+	EnvThreadStrategy = "A2A_THREAD_STRATEGY"
+	// EnvPushAllowPrivateNetworks, "true", lets A2A push notifications go
+	// to loopback, private and link-local addresses (optional, default
+	// false: refused, against SSRF).
+	EnvPushAllowPrivateNetworks = "PUSH_ALLOW_PRIVATE_NETWORKS"
 )
 
 // Config is the deployment an App talks to.
@@ -141,6 +154,16 @@ type Config struct {
 	// JWTAudience.
 	JWTIssuer   string
 	JWTAudience []string
+	// ThreadStrategy is what an A2A message does when its context's
+	// thread has an active task (empty: reject); it applies where the
+	// Service keeps threads (see a2a.WithThreadStrategy).
+	ThreadStrategy runs.Strategy
+	// ThreadRetention is how long an idle thread is kept after its last
+	// change (zero: until it is deleted).
+	ThreadRetention time.Duration
+	// PushAllowPrivateNetworks lets A2A push notifications go to
+	// private addresses (see a2a.PushOptions).
+	PushAllowPrivateNetworks bool
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -148,13 +171,14 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	c := Config{
-		Table:         get(EnvTable),
-		TickQueueURL:  get(EnvTickQueue),
-		NodeQueueURL:  get(EnvNodeQueue),
-		StartQueueURL: get(EnvStartQueue),
-		APIToken:      get(EnvAPIToken),
-		StreamURL:     get(EnvStreamURL),
-		JWTIssuer:     get(EnvJWTIssuer),
+		Table:          get(EnvTable),
+		TickQueueURL:   get(EnvTickQueue),
+		NodeQueueURL:   get(EnvNodeQueue),
+		StartQueueURL:  get(EnvStartQueue),
+		APIToken:       get(EnvAPIToken),
+		ThreadStrategy: runs.Strategy(get(EnvThreadStrategy)),
+		StreamURL:      get(EnvStreamURL),
+		JWTIssuer:      get(EnvJWTIssuer),
 	}
 	for a := range strings.SplitSeq(get(EnvJWTAudience), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -201,6 +225,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.Chain.Budget = d
 	}
+	if v := get(EnvThreadRetention); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration such as 720h (0: keep threads until they are deleted)", EnvThreadRetention, v))
+		}
+		c.ThreadRetention = d
+	}
+	if v := get(EnvPushAllowPrivateNetworks); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", EnvPushAllowPrivateNetworks, v))
+		}
+		c.PushAllowPrivateNetworks = b
+	}
 	if v := get(EnvLogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: want debug, info, warn or error", EnvLogLevel, v))
@@ -231,6 +269,9 @@ func (c Config) validate() error {
 	if !strings.HasSuffix(c.TickQueueURL, ".fifo") {
 		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
 	}
+	if _, err := runs.ParseStrategy(string(c.ThreadStrategy)); err != nil {
+		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback (empty: reject)", EnvThreadStrategy, c.ThreadStrategy)
+	}
 	return nil
 }
 
@@ -259,6 +300,15 @@ type Options struct {
 	// (the api function behind API Gateway, which buffers responses)
 	// they stream only where Config.StreamURL points.
 	Streaming bool
+	// Push tunes A2A push notifications (attempts, backoff, timeout).
+	// Their configs are kept in the table and delivered by HandleStream;
+	// Config.PushAllowPrivateNetworks adds to AllowPrivateNetworks.
+	Push a2a.PushOptions
+	// DeliverPushHere: the process serving the API also delivers push
+	// notifications, following the runs it has configs for (the local
+	// mode: one long-lived process, no table stream). Lambda functions
+	// leave it off: HandleStream delivers.
+	DeliverPushHere bool
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -279,6 +329,9 @@ type App struct {
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
+	// Agents serves the graphs as A2A agents, and delivers their push
+	// notifications (HandleStream).
+	Agents *a2a.Server
 
 	// handler is API, its agent cards public, behind Options.Middleware.
 	handler http.Handler
@@ -298,7 +351,7 @@ func New(o Options) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithEventRetention(o.Config.EventRetention))
+	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithEventRetention(o.Config.EventRetention), dynamo.WithThreadRetention(o.Config.ThreadRetention))
 	sqsClient := sqs.NewFromConfig(o.AWS)
 	var queueOpts []sqsqueue.Option
 	if o.Tracer != nil {
@@ -335,9 +388,14 @@ func New(o Options) (*App, error) {
 		Graphs:      o.Graphs,
 		Runs:        store,
 		Checkpoints: store,
-		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
-		Logger:      log,
+		// Threads: one active run each (a conditional write on the
+		// thread's item); the tick and node handlers pass a thread on
+		// when its run stops, and start the next run with a tick.
+		Threads:    store,
+		Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
+		Logger:     log,
 	}
+	ticks.Threads = svc
 	if o.Tracer != nil {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
@@ -347,8 +405,17 @@ func New(o Options) (*App, error) {
 	// stream: behind it, the cards say streaming is off, or, with a
 	// stream function, point at its URL; a blocking send follows the run
 	// record. The stream function streams, following the run's events.
+	// Push configs are kept in the table with their runs; the sweep
+	// function, fed by the table's stream, delivers (HandleStream).
+	push := o.Push
+	push.Store, push.DeliverElsewhere = store, !o.DeliverPushHere
+	push.AllowPrivateNetworks = push.AllowPrivateNetworks || o.Config.PushAllowPrivateNetworks
 	a2aOpts := []a2a.Option{a2a.WithStreaming(o.Streaming), a2a.WithBearerAuth(o.Config.APIToken != "" || o.Config.JWTIssuer != ""), a2a.WithLogger(log),
-		a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout)}
+		a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout),
+		a2a.WithPushNotifications(push),
+		// A message's contextId names a thread where the Service keeps
+		// threads; the strategy says what a message does on a busy one.
+		a2a.WithThreadStrategy(o.Config.ThreadStrategy)}
 	switch {
 	case o.Streaming:
 		// A function URL request has no gateway limit: the function's
@@ -370,7 +437,8 @@ func New(o Options) (*App, error) {
 			return r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
 		})
 	}
-	handler := agents.PublicCards(inner) // agent cards need no token
+	// Agent cards need no token; with tracing on, a server span per request.
+	handler := o.Tracer.HTTPHandler(agents.PublicCards(inner))
 	if o.Middleware != nil {
 		handler = o.Middleware(handler)
 	}
@@ -384,6 +452,7 @@ func New(o Options) (*App, error) {
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
+		Agents:  agents,
 		Tracer:  o.Tracer,
 	}, nil
 }

@@ -100,6 +100,9 @@ type Handler struct {
 	// appended (default DefaultEventFlush); the rest are appended when
 	// the call ends.
 	EventFlush time.Duration
+	// Threads, when set, passes a thread on when a run of it stops and
+	// starts a thread's runs from its state (see Threads; runs.Service).
+	Threads Threads
 }
 
 // RunLoader reads what a tick starts from: a run record, its newest
@@ -246,7 +249,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	}
 	if run.Status != pregel.RunPending && run.Status != pregel.RunRunning {
 		log.Debug("tick for a run that is not running; no-op", "status", run.Status)
-		return nil
+		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if h.Tracer != nil {
 		var end func(error)
@@ -259,6 +262,9 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
 	if cp == nil {
+		if ok, err := h.startThreadRun(ctx, run); ok {
+			return err
+		}
 		if cp, err = g.Start(ctx, run.ID, run.Input); err == nil {
 			if err = h.Checkpoints.Commit(ctx, cp); errors.Is(err, pregel.ErrStepConflict) {
 				// Another tick got there first and may have gone on.
@@ -617,8 +623,11 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return err
 	}
-	if err == nil && !next {
-		emitRunStopped(ctx, rec)
+	if !next {
+		if err == nil {
+			emitRunStopped(ctx, rec)
+		}
+		return h.stopped(ctx, rec)
 	}
 	switch {
 	case next && remote:
@@ -669,10 +678,13 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 		}
 		return nil
 	})
-	if err == nil && stopped {
+	if err != nil {
+		return err
+	}
+	if stopped {
 		emitRunStopped(ctx, rec)
 	}
-	return err
+	return h.stopped(ctx, rec)
 }
 
 // Node executes one remote task and records its result once. When it is
@@ -695,7 +707,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	}
 	if run.Status != pregel.RunRunning && run.Status != pregel.RunPending {
 		log.Debug("node task for a run that is not running; no-op", "status", run.Status)
-		return nil
+		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if run.CancelRequested {
 		// The task is not started, and no result of it will send the
