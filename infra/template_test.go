@@ -15,7 +15,7 @@ import (
 )
 
 // The functions of the deployment, sorted.
-var functions = []string{"ApiFunction", "NodeFunction", "SweepFunction", "TickFunction"}
+var functions = []string{"ApiFunction", "NodeFunction", "StreamFunction", "SweepFunction", "TickFunction"}
 
 // The queue each function fed by SQS consumes. SweepFunction reads the
 // table's stream instead (TestSweepStream).

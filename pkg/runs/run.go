@@ -94,6 +94,11 @@ type Run struct {
 	// traceparent, tracestate), set when the run is created with tracing
 	// on, so that everything that executes the run joins its trace.
 	Trace map[string]string `json:"trace,omitempty"`
+	// WatchedUntil, when in the future, says a client streams the run:
+	// a runtime that keeps run events only for watched runs (the
+	// serverless one, by default) keeps them until then. Watchers renew
+	// it while they stream.
+	WatchedUntil time.Time `json:"watched_until,omitzero"`
 }
 
 // ResumeRequest answers a run's interrupts: Value answers all of them,

@@ -2,6 +2,7 @@ package serverless_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -95,6 +96,13 @@ type stackOptions struct {
 	work func(ctx context.Context)
 	// tracer, when set, traces the stack.
 	tracer *tracing.Tracer
+	// streaming serves the App as the stream function does: its URL
+	// is a function URL in RESPONSE_STREAM mode (see functionURL).
+	streaming bool
+	// deadline is the function URL requests' timeout (default 30s).
+	deadline time.Duration
+	// config, if set, changes the Config before New.
+	config func(*serverless.Config)
 	// graphs are served besides the examples and remote-fanout.
 	graphs []*pregel.Graph
 	// wrapTick and wrapNode, when set, wrap the tick and node functions'
@@ -136,16 +144,23 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	cfg.APIToken = o.token
 	cfg.ThreadRetention = o.threadRetention
 	cfg.PushAllowPrivateNetworks = o.pushPrivate
+	if o.config != nil {
+		o.config(&cfg)
+	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work, o.graphs...)
-	opts := serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Push: o.push}
+	opts := serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Push: o.push, Streaming: o.streaming}
 	app, err := serverless.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &stack{t: t, app: app, opts: opts, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
-	httpSrv := httptest.NewServer(app)
+	var h http.Handler = app
+	if o.streaming {
+		h = functionURL(app, cmp.Or(o.deadline, 30*time.Second))
+	}
+	httpSrv := httptest.NewServer(h)
 	t.Cleanup(httpSrv.Close)
 	s.url = httpSrv.URL
 	if !o.noPollers {

@@ -2,7 +2,7 @@
 // graphs: one main function gives your binary the whole superstep command
 // (run, resume, dev, dev --aws, runs, threads, graph) on your graphs, and when AWS
 // Lambda starts the binary it serves the Lambda function the deployment
-// names (api, tick, node or sweep):
+// names (api, tick, node, sweep or stream):
 //
 //	func main() {
 //		superstep.Main(superstep.WithGraphs(orders.Graph, support.Graph))

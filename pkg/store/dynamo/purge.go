@@ -41,6 +41,7 @@ func (s *Store) PurgeRun(ctx context.Context, runID string) (int, error) {
 		return 0, errors.New("dynamo: purge run: empty run id")
 	}
 	pk := runPK(runID)
+	s.eventHeads.take(runID) // a run made again with this id streams from 1
 	if _, err := s.getItem(ctx, pk, skRun); err == nil {
 		return 0, fmt.Errorf("dynamo: purge run %q: %w", runID, ErrRunExists)
 	} else if !errors.Is(err, errItemNotFound) {

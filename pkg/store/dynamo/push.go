@@ -21,9 +21,9 @@ const (
 	skPush = "PUSH#"
 	// attrConfig holds the binding's config as JSON (it may hold secrets).
 	attrConfig = "config"
-	// attrSeen and attrLast are the delivery cursor.
+	// attrSeen and attrLast (shared with events.go) are the delivery
+	// cursor.
 	attrSeen = "seen"
-	attrLast = "last"
 	// attrCreated is CreatedAt in Unix nanoseconds.
 	attrCreated = "created"
 )

@@ -60,6 +60,10 @@ type Store struct {
 	steps  *lru[stepKey, *stepEntry]
 	newest *lru[string, int]
 	tasks  *lru[stepKey, taskNote]
+	// eventRetention is how many events a run keeps (0: the default);
+	// eventHeads the next event id of the runs this Store appended to.
+	eventRetention int
+	eventHeads     *lru[string, int64]
 }
 
 var (
@@ -115,6 +119,7 @@ func New(client *dynamodb.Client, table string, opts ...Option) *Store {
 	s.steps = newLRU[stepKey, *stepEntry](s.cacheSize)
 	s.newest = newLRU[string, int](maxNotes)
 	s.tasks = newLRU[stepKey, taskNote](maxNotes)
+	s.eventHeads = newLRU[string, int64](maxNotes)
 	return s
 }
 
