@@ -54,8 +54,8 @@ func BenchmarkBareModelNode(b *testing.B) {
 }
 
 // BenchmarkAgentTurn is one model turn of the prebuilt agent (streamed,
-// each delta emitted, usage summed, the tools fan-out planned and
-// skipped) on a MemoryStore: its difference from BenchmarkBareModelNode
+// each delta emitted, usage summed, the tools fan-out planned with no
+// call, which ends the run) on a MemoryStore: its difference from BenchmarkBareModelNode
 // is the overhead the agent loop adds per turn.
 func BenchmarkAgentTurn(b *testing.B) {
 	g, err := agent.New(agent.Config{Model: benchModel})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 )
 
 // Checkpoint is the durable state of a run after a committed superstep.
@@ -152,6 +153,11 @@ type TaskResult struct {
 	Resume map[string]json.RawMessage `json:"resume,omitempty"`
 	// DrainRequest is set when the node asked the run to drain.
 	DrainRequest string `json:"drain_request,omitempty"`
+	// Started and Finished are when the task's execution began and
+	// ended (its last execution, for a task resumed after an interrupt),
+	// in UTC; zero for a result that did not come from an execution.
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
 }
 
 // Final reports whether the result is settled: every status but interrupted.
@@ -165,6 +171,18 @@ type TaskStatus struct {
 	Reason   string     `json:"reason,omitempty"`
 	Attempts int        `json:"attempts,omitempty"`
 	Error    string     `json:"error,omitempty"`
+	// Started and Finished are when the task ran (see
+	// TaskResult.Started); zero when unknown.
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// Duration is how long the task ran; zero when its times are unknown.
+func (s TaskStatus) Duration() time.Duration {
+	if s.Started.IsZero() || s.Finished.IsZero() {
+		return 0
+	}
+	return s.Finished.Sub(s.Started)
 }
 
 // InterruptInfo is a pause requested by a node through [Interrupt].

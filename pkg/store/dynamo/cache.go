@@ -140,6 +140,17 @@ func (c *lru[K, V]) take(k K) (V, bool) {
 	return el.Value.(*lruEntry[K, V]).val, true
 }
 
+// removeIf removes the keys for which drop is true.
+func (c *lru[K, V]) removeIf(drop func(K) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.index {
+		if drop(k) {
+			c.removeLocked(k)
+		}
+	}
+}
+
 func (c *lru[K, V]) removeLocked(k K) {
 	el, ok := c.index[k]
 	if !ok {
