@@ -711,12 +711,10 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	var resume map[string]json.RawMessage
 	for _, p := range own {
 		if isSettled(p) {
+			// A delivery again: the first one may have stopped before
+			// counting the result or committing.
 			log.Debug("task already settled; not executed again")
-			pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
-			if err != nil {
-				return err
-			}
-			return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
+			return h.settle(ctx, g, cp, tasks, p, &run)
 		}
 		resume = p.Resume
 	}
@@ -732,14 +730,68 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res); err != nil {
+	stored, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res)
+	if err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
-	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
+	return h.settle(ctx, g, cp, tasks, stored, &run)
+}
+
+// SettleCounter is implemented by checkpointers that count the settled
+// results of a step's remote tasks in one write, so that the node handler
+// of each task learns whether it may be the last one in without reading
+// every result of the step (which makes a step of n remote tasks read
+// O(n²) results). CountSettled adds one to the count of step and returns
+// the count after the addition.
+//
+// A handler counts each settled result it recorded, and counts again when
+// a task's message is delivered again after its result was recorded (the
+// first delivery may have stopped before counting), so the count is at
+// least the number of remote tasks settled, and may be more. It is a
+// hint: the handler whose count reaches the number of remote tasks of the
+// step reads their results and commits only if all have settled, with the
+// step's fence. Of the handlers that record the results, the one whose
+// addition comes last sees a count at least that number, and reads after
+// every result was recorded, so some handler commits.
+type SettleCounter interface {
+	CountSettled(ctx context.Context, runID string, step int) (int, error)
+}
+
+// settle is what a node handler does once the result of its task is
+// recorded (stored, as the store returned it): when the step may have
+// all its results, read them and commit it if they are all settled. With
+// a SettleCounter, only the handler whose count reaches the number of
+// remote tasks of the step reads them.
+func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, stored pregel.TaskResult, seen *runs.Run) error {
+	step := cp.Step + 1
+	if c, ok := h.Checkpoints.(SettleCounter); ok {
+		if !isSettled(stored) {
+			return nil // the step cannot commit before this task settles
+		}
+		n, err := c.CountSettled(ctx, cp.RunID, step)
+		if err != nil {
+			return err
+		}
+		if n < remoteTasks(g, tasks) {
+			return nil
+		}
+	}
+	pending, err := h.Checkpoints.PendingTasks(ctx, cp.RunID, step)
 	if err != nil {
 		return err
 	}
-	return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
+	return h.commitIfSettled(ctx, g, cp, tasks, pending, seen)
+}
+
+// remoteTasks counts the tasks of a step that node handlers execute.
+func remoteTasks(g *pregel.Graph, tasks []pregel.Task) int {
+	n := 0
+	for _, t := range tasks {
+		if info, _ := g.Node(t.Node()); info.IsRemote() {
+			n++
+		}
+	}
+	return n
 }
 
 // commitIfSettled commits the step after cp when every one of its tasks

@@ -975,14 +975,7 @@ func (s *Store) dropTasks(ctx context.Context, runID string, step int) {
 	if !ok || len(note) == 0 {
 		return
 	}
-	pk := runPK(runID)
-	keys := make([]map[string]types.AttributeValue, 0, len(note))
-	for id, ref := range note {
-		keys = append(keys, key(pk, taskSK(step, id)))
-		if ref != nil {
-			keys = append(keys, ref.chunkKeys(pk)...)
-		}
-	}
+	keys := noteKeys(runPK(runID), step, note)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = s.batchWrite(ctx, nil, keys)
