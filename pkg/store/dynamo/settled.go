@@ -76,4 +76,3 @@ func noteKeys(pk string, step int, note taskNote) []map[string]types.AttributeVa
 	}
 	return keys
 }
-
