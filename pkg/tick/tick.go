@@ -129,9 +129,27 @@ func (h *Handler) loadTask(ctx context.Context, runID, taskID string) (runs.Run,
 	return run, cp, own, len(pending) > 0, nil
 }
 
+// ChannelLoader is a RunLoader that reads a checkpoint in part: of the
+// newest checkpoint's values, LoadRunReading reads those of the channels
+// reads asks for (given the checkpoint without values; all when it says
+// so), and may leave others out, listing them in the checkpoint's
+// Unloaded; LoadChannels returns a checkpoint it loaded with the values of
+// more channels (cp itself when it has them). A Handler whose Loader
+// implements it reads, for a step, the channels pregel.Graph.StepReads
+// lists, and before applying the step's results those Graph.ApplyReads
+// lists: a large channel that no task of the step reads is not fetched.
+type ChannelLoader interface {
+	LoadRunReading(ctx context.Context, runID string, reads func(cp *pregel.Checkpoint) (channels []string, all bool)) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error)
+	LoadChannels(ctx context.Context, cp *pregel.Checkpoint, channels []string) (*pregel.Checkpoint, error)
+}
+
 // load reads a run, its newest checkpoint and the results recorded for
-// its open step.
+// its open step. With a ChannelLoader, the checkpoint holds the values of
+// the channels its next step reads, and maybe not the others.
 func (h *Handler) load(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
+	if cl, ok := h.Loader.(ChannelLoader); ok {
+		return cl.LoadRunReading(ctx, runID, h.stepReads)
+	}
 	if h.Loader != nil {
 		return h.Loader.LoadRun(ctx, runID)
 	}
@@ -154,6 +172,16 @@ func (h *Handler) load(ctx context.Context, runID string) (runs.Run, *pregel.Che
 		return runs.Run{}, nil, nil, err
 	}
 	return run, cp, pending, nil
+}
+
+// stepReads lists the channels the step after cp reads, by its graph
+// (all when the graph is not deployed here).
+func (h *Handler) stepReads(cp *pregel.Checkpoint) ([]string, bool) {
+	g, ok := h.Graphs.Get(cp.Graph)
+	if !ok {
+		return nil, true
+	}
+	return g.StepReads(cp)
 }
 
 // claim leases a task to this handler call; owner identifies the call.
@@ -458,7 +486,7 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, run runs.R
 				}
 			}
 			tctx, end := h.startTask(ctx, run, task)
-			res := g.Execute(tctx, task, cp.Values, resume[task.ID])
+			res := g.ExecuteFrom(tctx, task, cp, resume[task.ID])
 			end(res)
 			if record || !res.Final() || res.Status == pregel.NodeFailed {
 				res, errs[i] = h.Checkpoints.RecordTask(ctx, task.RunID, task.Step, res)
@@ -493,6 +521,18 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	results := make([]pregel.TaskResult, 0, len(tasks))
 	for _, task := range tasks {
 		results = append(results, settled[task.ID])
+	}
+	if need := g.ApplyReads(cp, results); len(need) > 0 {
+		// Reducers of channels the step's tasks did not read.
+		cl, ok := h.Loader.(ChannelLoader)
+		if !ok {
+			return fmt.Errorf("apply step %d of run %q: channels %v are not loaded and the loader cannot read them", cp.Step+1, cp.RunID, need)
+		}
+		whole, err := cl.LoadChannels(ctx, cp, need)
+		if err != nil {
+			return fmt.Errorf("apply step %d: %w", cp.Step+1, err)
+		}
+		cp = whole
 	}
 	out, err := g.Apply(cp, tasks, results)
 	if err != nil {
@@ -725,7 +765,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	}
 	// The task's span stays in ctx: the commit tick sent below links to it.
 	ctx, end := h.startTask(ctx, run, *task)
-	res := g.Execute(ctx, *task, cp.Values, resume)
+	res := g.ExecuteFrom(ctx, *task, cp, resume)
 	end(res)
 	if err := ctx.Err(); err != nil {
 		return err
