@@ -1,13 +1,18 @@
 package tick_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 
@@ -92,5 +97,65 @@ func TestTickChainFaultsDynamo(t *testing.T) {
 			e.h.Chain = chained
 			faultCaseAt(t, e, ref, false, rand.New(rand.NewPCG(uint64(n), 9)), p.failAt, p.after, p.failSend)
 		})
+	}
+}
+
+// spyLoader notes what a ChannelLoader was asked for and returned.
+type spyLoader struct {
+	*dynamo.Store
+	mu       sync.Mutex
+	partial  int      // checkpoints loaded in part
+	appended []string // channels LoadChannels read
+}
+
+func (l *spyLoader) LoadRunReading(ctx context.Context, runID string, reads func(*pregel.Checkpoint) ([]string, bool)) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
+	r, cp, pending, err := l.Store.LoadRunReading(ctx, runID, reads)
+	if cp != nil && len(cp.Unloaded) > 0 {
+		l.mu.Lock()
+		l.partial++
+		l.mu.Unlock()
+	}
+	return r, cp, pending, err
+}
+
+func (l *spyLoader) LoadChannels(ctx context.Context, cp *pregel.Checkpoint, channels []string) (*pregel.Checkpoint, error) {
+	l.mu.Lock()
+	l.appended = append(l.appended, channels...)
+	l.mu.Unlock()
+	return l.Store.LoadChannels(ctx, cp, channels)
+}
+
+// On DynamoDB, new Stores for every message (cold Lambdas): the ticks of
+// steps whose nodes declare their reads load only those channels, read
+// the doc that loop appends to before applying, and the run ends with the
+// embedded run's state.
+func TestTickReadsOnlyWhatTheStepReadsDynamo(t *testing.T) {
+	srv := mototest.Start(t)
+	client := dynamodb.NewFromConfig(srv.Config)
+	if err := dynamo.CreateTable(t.Context(), client, "reads"); err != nil {
+		t.Fatal(err)
+	}
+	ref := reference(t, false)
+	s := dynamo.New(client, "reads", dynamo.WithCacheSize(0))
+	spy := &spyLoader{Store: s}
+	e := newEnvOn(t, false, backend{checkpoints: s, runs: s, claims: s, loader: spy})
+	ctx := context.Background()
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rand.New(rand.NewPCG(3, 4)), false)
+	r, _ := e.svc.Get(ctx, "r")
+	cp, err := dynamo.New(client, "reads").Load(ctx, "r", pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != pregel.RunCompleted || r.Counters != ref.Counters || !equalJSON(cp.Values, ref.Values) {
+		t.Fatalf("run %s %+v, values %s; want completed like %+v, %s", r.Status, r.Counters, cp.Values, ref.Counters, ref.Values)
+	}
+	if spy.partial == 0 {
+		t.Error("no tick loaded a checkpoint in part")
+	}
+	if !slices.Contains(spy.appended, "doc") {
+		t.Errorf("LoadChannels read %v; want the doc, which loop appends to without reading it", spy.appended)
 	}
 }

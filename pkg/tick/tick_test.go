@@ -24,6 +24,9 @@ type St struct {
 	Count int      `json:"count"`
 	Items []int    `json:"items"`
 	Reply string   `json:"reply"`
+	// Doc is large (over what a DynamoDB step item holds inline) and
+	// read by no node after prepare; loop appends to it.
+	Doc []string `json:"doc" reduce:"append"`
 }
 
 // executions counts node executions per task id and notes which results
@@ -58,12 +61,14 @@ func (e *executions) ran(ctx context.Context) {
 
 // testGraph: prepare -> fan-out to remote workers and an inline side
 // branch -> join -> loop of an inline node three times -> optional
-// approval interrupt -> end.
+// approval interrupt -> end. The inline nodes after prepare declare what
+// they read (pregel.Reads), so on a ChannelLoader a tick loads only that,
+// and reads the large doc that loop appends to only to apply the step.
 func testGraph(t testing.TB, ex *executions, ask bool) *pregel.Graph {
 	g := pregel.NewGraph[St]("tickgraph")
 	g.AddFunc("prepare", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
-		return St{Items: []int{1, 2, 3, 4}, Log: []string{"prepare"}}, nil
+		return St{Items: []int{1, 2, 3, 4}, Log: []string{"prepare"}, Doc: []string{strings.Repeat("d", 70<<10)}}, nil
 	})
 	g.AddFunc("work", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
@@ -76,15 +81,15 @@ func testGraph(t testing.TB, ex *executions, ask bool) *pregel.Graph {
 	g.AddFunc("side", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
 		return St{Log: []string{"side"}}, nil
-	})
+	}, pregel.Reads("items"))
 	g.AddFunc("join", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
 		return St{Log: []string{fmt.Sprint("join", s.Total)}}, nil
-	})
+	}, pregel.Reads("total"))
 	g.AddFunc("loop", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
-		return St{Count: s.Count + 1, Log: []string{fmt.Sprint("loop", s.Count)}}, nil
-	})
+		return St{Count: s.Count + 1, Log: []string{fmt.Sprint("loop", s.Count)}, Doc: []string{fmt.Sprint("loop", s.Count)}}, nil
+	}, pregel.Reads("count"))
 	g.AddFunc("approve", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
 		if !ask {
