@@ -220,6 +220,11 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 		if res.Writes, err = sc.encode(update, declared); err != nil {
 			return fail(fmt.Errorf("node %q: %w", n.info.ID, err))
 		}
+		if view != nil && checkingReads(ctx) {
+			if ch := b.readsUndeclared(ctx, tc, n, impl, values, view, declared, res.Writes); ch != "" {
+				return fail(fmt.Errorf("node %q reads channel %q, which it does not declare: its writes change when it sees that channel (pregel.CheckReads); add %q to its Reads", n.info.ID, ch, ch))
+			}
+		}
 		if routes != nil {
 			pst, err := sc.decodeAfter(restrict(values, routeView), restrict(res.Writes, routeView), g.reduceOne)
 			if err != nil {

@@ -27,6 +27,53 @@ import (
 // naming the node and the channel (never a stale or empty value), and
 // Apply refuses to reduce into a channel that was not loaded.
 
+// CheckReads makes a run check, for every task of a node that declares
+// [Reads] and completes, that the node's writes do not depend on a channel
+// it does not declare: the node runs again once for each undeclared
+// channel that has a value, with that channel added to its state, and if
+// its writes differ (or it fails) the task fails with an error naming the
+// node and the channel. It is meant for tests of deterministic nodes: the
+// node runs more than once, with its side effects (events it emits
+// included), and a node whose writes vary from run to run (time, random
+// numbers, a model) is reported although it reads nothing more. Routers
+// are not checked.
+func CheckReads() RunOption { return func(c *runConfig) { c.checkReads = true } }
+
+type checkReadsKey struct{}
+
+// checkingReads reports whether the run checks reads (CheckReads).
+func checkingReads(ctx context.Context) bool {
+	on, _ := ctx.Value(checkReadsKey{}).(bool)
+	return on
+}
+
+// readsUndeclared returns the first channel outside view whose value
+// changes the node's writes (or makes it fail), or "".
+func (b *Builder[S]) readsUndeclared(ctx context.Context, tc *taskContext, n *node, impl Node[S], values map[string]json.RawMessage, view, declared []string, writes map[string]json.RawMessage) string {
+	for _, c := range b.schema.names() {
+		if slices.Contains(view, c) || len(values[c]) == 0 {
+			continue
+		}
+		st, err := b.schema.decodeView(values, append(slices.Clone(view), c))
+		if err != nil {
+			return c
+		}
+		tc.newAttempt()
+		up, err := b.attempt(ctx, n, impl, st, "node "+n.info.ID)
+		if err != nil {
+			return c
+		}
+		w, err := b.schema.encode(up, declared)
+		if _, wrote := writes[c]; !wrote && string(w[c]) == string(values[c]) {
+			delete(w, c) // the state passed back as it came
+		}
+		if err != nil || !maps.EqualFunc(w, writes, func(x, y json.RawMessage) bool { return string(x) == string(y) }) {
+			return c
+		}
+	}
+	return ""
+}
+
 // view returns the channels a node's state holds: its declared reads, or
 // nil for the whole state.
 func (n *node) view() []string {

@@ -213,3 +213,54 @@ func TestExecuteFromUnloaded(t *testing.T) {
 		})
 	}
 }
+
+// CheckReads fails a task whose writes depend on a channel its node does
+// not declare, naming both; honest nodes, and nodes that pass their state
+// back, pass.
+func TestCheckReads(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(context.Context, readsState) (readsState, error)
+		err  string
+	}{
+		{name: "reads what it declares", fn: func(_ context.Context, st readsState) (readsState, error) {
+			return readsState{Out: fmt.Sprint(st.A)}, nil
+		}},
+		{name: "passes its state back", fn: func(_ context.Context, st readsState) (readsState, error) {
+			st.Out = fmt.Sprint(st.A)
+			return st, nil
+		}},
+		{name: "reads an undeclared channel", fn: func(_ context.Context, st readsState) (readsState, error) {
+			return readsState{Out: fmt.Sprint(st.A, st.B)}, nil
+		}, err: `node "sneaky" reads channel "b", which it does not declare`},
+		{name: "fails on an undeclared channel", fn: func(_ context.Context, st readsState) (readsState, error) {
+			if len(st.Log) > 0 {
+				return readsState{}, fmt.Errorf("log is not empty")
+			}
+			return readsState{Out: "ok"}, nil
+		}, err: `node "sneaky" reads channel "log"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := pregel.NewGraph[readsState]("check")
+			b.AddFunc("sneaky", tt.fn, pregel.Reads("a"))
+			b.AddEdge(pregel.Start, "sneaky").AddEdge("sneaky", pregel.End)
+			g, err := b.Compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := readsState{A: 1, B: 2, Log: []string{"x"}}
+			_, err = g.Run(t.Context(), in, pregel.CheckReads())
+			switch {
+			case tt.err == "" && err != nil:
+				t.Fatalf("Run with CheckReads: %v", err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("Run with CheckReads: %v; want an error containing %q", err, tt.err)
+			}
+			// Without the check, the run completes on the declared view.
+			if _, err := g.Run(t.Context(), in); err != nil {
+				t.Fatalf("Run without CheckReads: %v", err)
+			}
+		})
+	}
+}

@@ -350,7 +350,7 @@ func reference(t *testing.T, ask bool) *pregel.Result {
 	g := testGraph(t, newExecutions(), ask)
 	ctx := context.Background()
 	store := pregel.NewMemoryStore()
-	res, err := g.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("ref"))
+	res, err := g.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("ref"), pregel.CheckReads())
 	if err != nil {
 		t.Fatal(err)
 	}
