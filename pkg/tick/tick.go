@@ -797,14 +797,21 @@ type SettleCounter interface {
 	CountSettled(ctx context.Context, runID string, step int) (int, error)
 }
 
+// CountSettledFrom is the number of remote tasks from which a step's
+// node handlers count settled results (SettleCounter) rather than each
+// reading every result of the step: under it, reading a few small results
+// costs less than a write per task. It is a constant, not a setting: the
+// handlers of a step must agree on whether they count.
+const CountSettledFrom = 32
+
 // settle is what a node handler does once the result of its task is
 // recorded (stored, as the store returned it): when the step may have
 // all its results, read them and commit it if they are all settled. With
-// a SettleCounter, only the handler whose count reaches the number of
-// remote tasks of the step reads them.
+// a SettleCounter and at least CountSettledFrom remote tasks in the step,
+// only the handler whose count reaches their number reads them.
 func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, stored pregel.TaskResult, seen *runs.Run) error {
 	step := cp.Step + 1
-	if c, ok := h.Checkpoints.(SettleCounter); ok {
+	if c, ok := h.Checkpoints.(SettleCounter); ok && remoteTasks(g, tasks) >= CountSettledFrom {
 		if !isSettled(stored) {
 			return nil // the step cannot commit before this task settles
 		}
