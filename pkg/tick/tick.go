@@ -8,7 +8,10 @@
 // task to finish commits its step (fenced like a tick's commit), and sends
 // the next tick, or, when every task of the next step is remote, their
 // node tasks. With a Chain, a tick runs consecutive inline steps in one
-// call.
+// call. With a ChannelLoader, a tick reads only the channels its step
+// reads (pregel.Graph.StepReads); with a SettleCounter, the node handlers
+// of a wide step count settled results instead of each reading them all.
+// See README.md.
 //
 // Drain and cancel requests are read from the run record at step
 // boundaries. A drain lets the step in progress (one with a recorded
