@@ -757,6 +757,14 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 			// A delivery again: the first one may have stopped before
 			// counting the result or committing.
 			log.Debug("task already settled; not executed again")
+			if h.counting(g, tasks) {
+				// Count again only if no live handler holds the task's
+				// lease: one that does counts it itself (or, if it
+				// stops, its message comes back after the lease).
+				if held, err := h.leasedElsewhere(ctx, *task); err != nil || held {
+					return err
+				}
+			}
 			return h.settle(ctx, g, cp, tasks, p, &run)
 		}
 		resume = p.Resume
@@ -814,7 +822,7 @@ const CountSettledFrom = 32
 // only the handler whose count reaches their number reads them.
 func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, stored pregel.TaskResult, seen *runs.Run) error {
 	step := cp.Step + 1
-	if c, ok := h.Checkpoints.(SettleCounter); ok && remoteTasks(g, tasks) >= CountSettledFrom {
+	if c, ok := h.Checkpoints.(SettleCounter); ok && h.counting(g, tasks) {
 		if !isSettled(stored) {
 			return nil // the step cannot commit before this task settles
 		}
@@ -831,6 +839,33 @@ func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		return err
 	}
 	return h.commitIfSettled(ctx, g, cp, tasks, pending, seen)
+}
+
+// leasedElsewhere takes the lease of the first execution of a settled
+// task, and reports whether another handler holds it unexpired: that
+// handler executed the task and counts its result itself. An expired
+// lease is taken over: its handler stopped, maybe before counting.
+func (h *Handler) leasedElsewhere(ctx context.Context, t pregel.Task) (bool, error) {
+	if h.Claims == nil {
+		return false, nil
+	}
+	now := time.Now()
+	if h.Now != nil {
+		now = h.Now()
+	}
+	ttl := h.Lease
+	if ttl <= 0 {
+		ttl = 15 * time.Minute
+	}
+	ok, _, err := h.Claims.Claim(ctx, t.RunID, t.Step, t.ID+".0", pregel.NewRunID(), now, now.Add(ttl))
+	return !ok, err
+}
+
+// counting reports whether the node handlers of a step count its settled
+// results (see SettleCounter).
+func (h *Handler) counting(g *pregel.Graph, tasks []pregel.Task) bool {
+	_, ok := h.Checkpoints.(SettleCounter)
+	return ok && remoteTasks(g, tasks) >= CountSettledFrom
 }
 
 // remoteTasks counts the tasks of a step that node handlers execute.
