@@ -796,9 +796,10 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 // the count after the addition.
 //
 // A handler counts each settled result it recorded, and counts again when
-// a task's message is delivered again after its result was recorded (the
-// first delivery may have stopped before counting), so the count is at
-// least the number of remote tasks settled, and may be more. It is a
+// a task's message is delivered again after its result was recorded and
+// no other handler holds the task's lease unexpired (the first delivery
+// may have stopped before counting), so the count is at least the number
+// of remote tasks settled, and may be more. It is a
 // hint: the handler whose count reaches the number of remote tasks of the
 // step reads their results and commits only if all have settled, with the
 // step's fence. Of the handlers that record the results, the one whose

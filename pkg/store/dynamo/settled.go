@@ -32,7 +32,7 @@ func settledSK(step int) string { return fmt.Sprintf("%s%010d", skSettled, step)
 // without reading the n results.
 //
 // The count is a hint, not a fence: a node task delivered again after its
-// result was recorded counts it again (it cannot know whether the first
+// result was recorded may count it again (it cannot know whether the first
 // delivery did), so the count may exceed the number of results settled;
 // the handler that sees the count reach the number of remote tasks reads
 // the results (PendingTasks) and commits only if all are settled. The
