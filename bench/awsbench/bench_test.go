@@ -484,13 +484,21 @@ func (d *deployment) deliverN(tb testing.TB, url string, times int) {
 	if fn == "node" {
 		handler = app.HandleNode
 	}
-	for range times {
+	for i := range times {
 		var resp events.SQSEventResponse
 		d.invoke(tb, fn, func() error {
 			var err error
 			resp, err = handler(ctx, ev)
 			return err
 		})
+		if i > 0 && len(resp.BatchItemFailures) > 0 {
+			// A duplicate of a message whose first delivery succeeded
+			// may be refused (the first holds the task's lease,
+			// tick.ErrClaimed): the first delivery deletes the message,
+			// as on SQS. Whether the run still ends right is what the
+			// callers check.
+			continue
+		}
 		if len(resp.BatchItemFailures) > 0 {
 			tb.Fatalf("the %s function reported %s as failed; logs:\n%s", fn, aws.ToString(m.Body), d.logs)
 		}

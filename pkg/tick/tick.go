@@ -758,11 +758,16 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 			// counting the result or committing.
 			log.Debug("task already settled; not executed again")
 			if h.counting(g, tasks) {
-				// Count again only if no live handler holds the task's
-				// lease: one that does counts it itself (or, if it
-				// stops, its message comes back after the lease).
-				if held, err := h.leasedElsewhere(ctx, *task); err != nil || held {
+				// Count again only if no handler holds the task's lease
+				// unexpired. One that does counts the result itself, or
+				// stops first: then this message must come back (after
+				// the lease) and count, so it fails rather than succeed
+				// and be deleted; if the other handler succeeds, it
+				// deletes the message and this failure is moot.
+				if held, err := h.leasedElsewhere(ctx, *task); err != nil {
 					return err
+				} else if held {
+					return ErrClaimed
 				}
 			}
 			return h.settle(ctx, g, cp, tasks, p, &run)
