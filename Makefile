@@ -29,7 +29,7 @@ build:
 
 # --- Infrastructure (infra/template.yaml; see infra/README.md) ---
 
-.PHONY: lint-infra build-ApiFunction build-TickFunction build-NodeFunction build-SweepFunction
+.PHONY: lint-infra build-ApiFunction build-TickFunction build-NodeFunction build-SweepFunction build-StreamFunction
 
 CFN_LINT ?= cfn-lint
 
@@ -76,3 +76,7 @@ build-NodeFunction:
 ## build-SweepFunction: linux/arm64 bootstrap of functions/sweep into $(ARTIFACTS_DIR)
 build-SweepFunction:
 	$(call build-lambda,sweep)
+
+## build-StreamFunction: linux/arm64 bootstrap of functions/stream into $(ARTIFACTS_DIR)
+build-StreamFunction:
+	$(call build-lambda,stream)

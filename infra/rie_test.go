@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 	"github.com/superstep/superstep/pkg/serverless"
 )
 
-// TestBootstrapsUnderRuntimeEmulator runs the repository's four Lambda
+// TestBootstrapsUnderRuntimeEmulator runs the repository's Lambda
 // bootstraps (functions/*, built for linux as the Makefile builds them)
 // behind the Lambda runtime interface emulator, as `sam local invoke`
 // does, against a table and queues on moto_server, and invokes each with
@@ -25,7 +26,7 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := t.TempDir()
-	// One go build for the four mains (their packages build once).
+	// One go build for the mains (their packages build once).
 	rietest.BuildBootstrap(t, "..", "./functions/...", bin+string(os.PathSeparator))
 	env := []string{
 		serverless.EnvTable + "=" + cfg.Table,
@@ -63,6 +64,15 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		{"sqs-tick.json", "tick", wantNoFailures},
 		{"sqs-node.json", "node", wantBatchResponse},
 		{"dynamodb-run-expired.json", "sweep", wantNoFailures},
+		// The run is not going on (nothing polls the tick queue): the
+		// stream ends before the function's timeout, cleanly.
+		{"functionurl-stream-run.json", "stream", func(t *testing.T, resp []byte) {
+			st := parseStreamed(t, resp)
+			if st.StatusCode != 200 || st.Headers["Content-Type"] != "text/event-stream" ||
+				!strings.Contains(st.body, ": stream of run sample-counter") || !strings.Contains(st.body, "Last-Event-ID") {
+				t.Fatalf("stream: %d %v %q; want a 200 text/event-stream of sample-counter ending before the timeout", st.StatusCode, st.Headers, st.body)
+			}
+		}},
 	}
 	entries, _ := os.ReadDir("../events")
 	for _, e := range entries {
@@ -78,7 +88,11 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	for _, p := range plan {
 		em := emulators[p.function]
 		if em == nil {
-			em = rietest.Start(t, filepath.Join(bin, p.function), env...)
+			fenv := env
+			if p.function == "stream" {
+				fenv = append(slices.Clip(env), streamTimeoutEnv)
+			}
+			em = rietest.Start(t, filepath.Join(bin, p.function), fenv...)
 			emulators[p.function] = em
 		}
 		t.Run(p.event, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -30,20 +31,21 @@ var wantSweepFilter = map[string]any{
 	},
 	"dynamodb": map[string]any{
 		"Keys": map[string]any{
-			"sk": map[string]any{"S": []any{"~RUN"}},
+			"sk": map[string]any{"S": []any{"~RUN", "~THREAD"}},
 		},
 	},
 }
 
-// TestSweepStream: the table has a keys-only stream; SweepFunction is its
-// only reader, with partial batch responses, bounded retries and an SQS
-// on-failure destination, through a filter that passes exactly the TTL
-// deletions of run records.
+// TestSweepStream: the table has a stream of new and old images;
+// SweepFunction is its only reader, with partial batch responses, bounded
+// retries and an SQS on-failure destination, through a filter that passes
+// exactly the TTL deletions of run and thread records (Expiries) and one
+// for push notifications (TestPushStream).
 func TestSweepStream(t *testing.T) {
 	tp := loadTemplate(t)
 	table := tp.resource(t, "Table", "AWS::DynamoDB::Table")
-	if got := asMap(table.Properties["StreamSpecification"])["StreamViewType"]; got != "KEYS_ONLY" {
-		t.Errorf("Table: StreamSpecification.StreamViewType %v, want KEYS_ONLY (the sweep reads keys only)", got)
+	if got := asMap(table.Properties["StreamSpecification"])["StreamViewType"]; got != "NEW_AND_OLD_IMAGES" {
+		t.Errorf("Table: StreamSpecification.StreamViewType %v, want NEW_AND_OLD_IMAGES (the push filter reads the run status before and after)", got)
 	}
 
 	var streams []string
@@ -54,8 +56,9 @@ func TestSweepStream(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(streams, []string{"SweepFunction.Expiries"}) {
-		t.Fatalf("stream event sources %v, want [SweepFunction.Expiries]", streams)
+	slices.Sort(streams)
+	if !slices.Equal(streams, []string{"SweepFunction.Expiries", "SweepFunction.PushNotifications"}) {
+		t.Fatalf("stream event sources %v, want [SweepFunction.Expiries SweepFunction.PushNotifications]", streams)
 	}
 
 	fn := tp.resource(t, "SweepFunction", "AWS::Serverless::Function")
@@ -108,11 +111,14 @@ func TestSweepStream(t *testing.T) {
 		t.Errorf("Expiries: filter pattern\n got %v\nwant %v", got, wantSweepFilter)
 	}
 
-	// The sort key the filter passes is the store's run record key, and
-	// the filter passes the sample event and nothing else like it.
+	// The sort keys the filter passes are the store's run and thread
+	// record keys, and the filter passes the sample event and nothing
+	// else like it.
 	for _, sk := range asList(asMap(asMap(asMap(asMap(got["dynamodb"])["Keys"])["sk"]))["S"]) {
-		if _, ok := dynamo.RunRecordKey("RUN#r1", fmt.Sprint(sk)); !ok {
-			t.Errorf("the filter passes sort key %v, which is not a run record's (dynamo.RunRecordKey)", sk)
+		_, run := dynamo.RunRecordKey("RUN#r1", fmt.Sprint(sk))
+		_, thread := dynamo.ThreadRecordKey("THREAD#t1", fmt.Sprint(sk))
+		if !run && !thread {
+			t.Errorf("the filter passes sort key %v, which is not a run record's (dynamo.RunRecordKey) or a thread record's (dynamo.ThreadRecordKey)", sk)
 		}
 	}
 	sample := sampleStreamRecord(t)
@@ -121,7 +127,11 @@ func TestSweepStream(t *testing.T) {
 		want bool
 	}{
 		"TTL deletion of a run record (the sample)": {func(map[string]any) {}, true},
-		"user's DeleteItem of a run record":         {func(r map[string]any) { delete(r, "userIdentity") }, false},
+		"TTL deletion of a thread record": {func(r map[string]any) {
+			keys(r)["pk"] = map[string]any{"S": "THREAD#t1"}
+			keys(r)["sk"] = map[string]any{"S": "~THREAD"}
+		}, true},
+		"user's DeleteItem of a run record": {func(r map[string]any) { delete(r, "userIdentity") }, false},
 		"another service's deletion": {func(r map[string]any) {
 			r["userIdentity"] = map[string]any{"type": "Service", "principalId": "example.amazonaws.com"}
 		}, false},
@@ -143,7 +153,7 @@ func TestSweepStream(t *testing.T) {
 }
 
 // TestSweepSampleEvent: the sample event is a DynamoDB stream event of
-// the table's shape: one TTL removal of a run record, keys only.
+// the table's shape: one TTL removal of a run record, with its old image.
 func TestSweepSampleEvent(t *testing.T) {
 	data, err := os.ReadFile(sweepSample)
 	if err != nil {
@@ -157,15 +167,15 @@ func TestSweepSampleEvent(t *testing.T) {
 		t.Fatalf("%s: %d records, want 1", sweepSample, len(ev.Records))
 	}
 	r := ev.Records[0]
-	if r.EventName != "REMOVE" || r.EventSource != "aws:dynamodb" || r.Change.StreamViewType != "KEYS_ONLY" || r.Change.SequenceNumber == "" {
-		t.Errorf("%s: eventName %q, eventSource %q, StreamViewType %q, SequenceNumber %q; want a REMOVE from a KEYS_ONLY aws:dynamodb stream",
+	if r.EventName != "REMOVE" || r.EventSource != "aws:dynamodb" || r.Change.StreamViewType != "NEW_AND_OLD_IMAGES" || r.Change.SequenceNumber == "" {
+		t.Errorf("%s: eventName %q, eventSource %q, StreamViewType %q, SequenceNumber %q; want a REMOVE from a NEW_AND_OLD_IMAGES aws:dynamodb stream",
 			sweepSample, r.EventName, r.EventSource, r.Change.StreamViewType, r.Change.SequenceNumber)
 	}
 	if r.UserIdentity == nil || r.UserIdentity.Type != "Service" || r.UserIdentity.PrincipalID != "dynamodb.amazonaws.com" {
 		t.Errorf("%s: userIdentity %+v, want the TTL process's", sweepSample, r.UserIdentity)
 	}
-	if len(r.Change.NewImage) > 0 || len(r.Change.OldImage) > 0 {
-		t.Errorf("%s: a KEYS_ONLY record has no images", sweepSample)
+	if len(r.Change.NewImage) > 0 || r.Change.OldImage["sk"].String() != "~RUN" {
+		t.Errorf("%s: a removal has the old image (of a run record) and no new one", sweepSample)
 	}
 	if got := slices.Sorted(maps.Keys(r.Change.Keys)); !slices.Equal(got, []string{"pk", "sk"}) {
 		t.Fatalf("%s: keys %v, want pk and sk", sweepSample, got)
@@ -225,11 +235,22 @@ func matchPattern(t *testing.T, pattern, r map[string]any) bool {
 			}
 			found := false
 			for _, want := range pv {
-				w, ok := want.(string)
-				if !ok {
+				switch w := want.(type) {
+				case string:
+					found = found || w == s
+				case map[string]any:
+					// Content filters: {"anything-but": [...]} and
+					// {"prefix": "..."}.
+					if but, ok := w["anything-but"].([]any); ok && len(w) == 1 {
+						found = found || !slices.Contains(but, any(s))
+					} else if p, ok := w["prefix"].(string); ok && len(w) == 1 {
+						found = found || strings.HasPrefix(s, p)
+					} else {
+						t.Fatalf("pattern field %s: %v is not a filter implemented here", k, want)
+					}
+				default:
 					t.Fatalf("pattern field %s: %v is not an exact string match (not implemented here)", k, want)
 				}
-				found = found || w == s
 			}
 			if !found {
 				return false
@@ -239,4 +260,82 @@ func matchPattern(t *testing.T, pattern, r map[string]any) bool {
 		}
 	}
 	return true
+}
+
+// TestPushStream: SweepFunction's PushNotifications mapping reads the same
+// stream, with partial batch responses, bounded retries and the sweep's
+// dead-letter queue, through filters that pass the changes of run records
+// whose status is not running before or after, and new push configs:
+// exactly what can change a task's state or needs a first notification.
+func TestPushStream(t *testing.T) {
+	tp := loadTemplate(t)
+	fn := tp.resource(t, "SweepFunction", "AWS::Serverless::Function")
+	p := asMap(asMap(asMap(fn.Properties["Events"])["PushNotifications"])["Properties"])
+	if id, attr, ok := refTarget(p["Stream"]); !ok || id != "Table" || attr != "StreamArn" {
+		t.Errorf("PushNotifications: Stream %v, want !GetAtt Table.StreamArn", p["Stream"])
+	}
+	if !slices.Contains(asList(p["FunctionResponseTypes"]), any("ReportBatchItemFailures")) {
+		t.Errorf("PushNotifications: FunctionResponseTypes %v, want [ReportBatchItemFailures]", p["FunctionResponseTypes"])
+	}
+	if n, ok := asInt(p["MaximumRetryAttempts"]); !ok || n < 1 || n > 100 {
+		t.Errorf("PushNotifications: MaximumRetryAttempts %v, want 1..100", p["MaximumRetryAttempts"])
+	}
+	if id, _, ok := refTarget(asMap(asMap(p["DestinationConfig"])["OnFailure"])["Destination"]); !ok || id != "SweepDeadLetterQueue" {
+		t.Errorf("PushNotifications: on-failure destination %v, want the SweepDeadLetterQueue", p["DestinationConfig"])
+	}
+	var patterns []map[string]any
+	for _, f := range asList(asMap(p["FilterCriteria"])["Filters"]) {
+		raw, ok := asMap(f)["Pattern"].(string)
+		if !ok || len(raw) > 4096 {
+			t.Fatalf("PushNotifications: filter %v: want a JSON string of at most 4096 bytes", f)
+		}
+		var pat map[string]any
+		if err := json.Unmarshal([]byte(raw), &pat); err != nil {
+			t.Fatalf("PushNotifications: filter is not JSON: %v\n%s", err, raw)
+		}
+		patterns = append(patterns, pat)
+	}
+	record := func(event, sk, oldStatus, newStatus string) map[string]any {
+		ddb := map[string]any{"Keys": map[string]any{"pk": map[string]any{"S": "RUN#r1"}, "sk": map[string]any{"S": sk}}, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+		if newStatus != "" {
+			ddb["NewImage"] = map[string]any{"run_status": map[string]any{"S": newStatus}}
+		}
+		if oldStatus != "" {
+			ddb["OldImage"] = map[string]any{"run_status": map[string]any{"S": oldStatus}}
+		}
+		return map[string]any{"eventName": event, "eventSource": "aws:dynamodb", "dynamodb": ddb}
+	}
+	for _, tc := range []struct {
+		name string
+		rec  map[string]any
+		want bool
+	}{
+		{"run created", record("INSERT", "~RUN", "", "pending"), true},
+		{"run started", record("MODIFY", "~RUN", "pending", "running"), true},
+		{"a step of a running run", record("MODIFY", "~RUN", "running", "running"), false},
+		{"run interrupted", record("MODIFY", "~RUN", "running", "interrupted"), true},
+		{"run resumed", record("MODIFY", "~RUN", "interrupted", "pending"), true},
+		{"run completed", record("MODIFY", "~RUN", "running", "completed"), true},
+		{"paused run cancelled", record("MODIFY", "~RUN", "drained", "cancelled"), true},
+		{"TTL removal of a run record", record("REMOVE", "~RUN", "completed", ""), false},
+		{"push config stored", record("INSERT", "PUSH#hook", "", ""), true},
+		{"push config cursor moved", record("MODIFY", "PUSH#hook", "", ""), false},
+		{"step committed", record("INSERT", "STEP#0000000003", "", ""), false},
+		{"task result", record("INSERT", "TASK#0000000003#a1", "", ""), false},
+	} {
+		pass := false
+		for _, pat := range patterns {
+			pass = pass || matchPattern(t, pat, tc.rec)
+		}
+		if pass != tc.want {
+			t.Errorf("%s: the filters pass it: %t, want %t", tc.name, pass, tc.want)
+		}
+		// What passes is what the handler acts on.
+		sk := asMap(asMap(asMap(tc.rec["dynamodb"])["Keys"])["sk"])["S"].(string)
+		if _, isPush := dynamo.PushConfigKey("RUN#r1", sk); tc.want && !isPush {
+			if _, ok := dynamo.RunRecordKey("RUN#r1", sk); !ok {
+				t.Errorf("%s: passed, but its key is neither a run record's nor a push config's", tc.name)
+			}
+		}
+	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // The functions of the deployment, sorted.
-var functions = []string{"ApiFunction", "NodeFunction", "SweepFunction", "TickFunction"}
+var functions = []string{"ApiFunction", "NodeFunction", "StreamFunction", "SweepFunction", "TickFunction"}
 
 // The queue each function fed by SQS consumes. SweepFunction reads the
 // table's stream instead (TestSweepStream).
@@ -581,14 +581,18 @@ func TestFunctionPermissions(t *testing.T) {
 
 // TestSweepPermissions: the sweep reads the table's stream, reads a run
 // record and a partition's keys and deletes items (dynamo.Store.PurgeRun),
+// reads a run and its push configs and moves their delivery cursors
+// (a2a.Server.DeliverPush: BatchGetItem of a chunked record, UpdateItem),
 // and sends failed batches to its dead-letter queue; it does not share
-// TableDataPolicy, which writes items.
+// TableDataPolicy, which puts items.
 func TestSweepPermissions(t *testing.T) {
 	tp := loadTemplate(t)
 	got := roleActions(t, tp, "SweepFunction", "dynamodb:")
 	want := map[string][]string{
-		"Table.Arn":       {"dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Query"},
+		"Table.Arn":       {"dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"},
 		"Table.StreamArn": {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"},
+		// The runs of an expired thread are listed through by_status.
+		fmt.Sprint(map[string]any{"Fn::Sub": "${Table.Arn}/index/by_status"}): {"dynamodb:Query"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("SweepFunction's dynamodb actions by resource:\n got %v\nwant %v", got, want)

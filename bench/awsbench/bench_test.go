@@ -152,6 +152,9 @@ type scenario struct {
 	// chain is the deployment's TICK_CHAIN_STEPS (0: one superstep per
 	// tick message, the default).
 	chain int
+	// events is the deployment's RUN_EVENTS ("": the default, watched
+	// runs only; these runs are not watched).
+	events serverless.EventsMode
 }
 
 // inlineTarget is the cost target for inline nodes, in dollars per million
@@ -176,12 +179,22 @@ var (
 	inlineChained = scenario{graph: inlineGraph, steps: 20, target: chainedTarget, chain: chainSteps}
 	remote        = scenario{graph: remoteGraph, steps: 20}
 	large         = scenario{graph: largeGraph, steps: 10}
+	inlineEvents  = scenario{graph: inlineGraph, steps: 20, events: serverless.EventsOn}
+	remoteEvents  = scenario{graph: remoteGraph, steps: 20, events: serverless.EventsOn}
 )
 
 func BenchmarkAWSInline(b *testing.B)        { benchScenario(b, inline) }
 func BenchmarkAWSInlineChained(b *testing.B) { benchScenario(b, inlineChained) }
 func BenchmarkAWSRemote(b *testing.B)        { benchScenario(b, remote) }
 func BenchmarkAWSLargeState(b *testing.B)    { benchScenario(b, large) }
+
+// BenchmarkAWSInlineEvents and BenchmarkAWSRemoteEvents are the inline
+// and remote loops with RUN_EVENTS=on, every run's events kept (as for a
+// watched run under the default): the difference with BenchmarkAWSInline
+// and BenchmarkAWSRemote, whose runs nobody watches, is what a run's
+// event stream costs per superstep.
+func BenchmarkAWSInlineEvents(b *testing.B) { benchScenario(b, inlineEvents) }
+func BenchmarkAWSRemoteEvents(b *testing.B) { benchScenario(b, remoteEvents) }
 
 // Execution environments: each function (api, tick, node) has an App of
 // its own, as on Lambda, where they are separate processes; the Store in
@@ -204,6 +217,7 @@ func benchScenario(b *testing.B, sc scenario) {
 func benchRuns(b *testing.B, sc scenario, warm bool) {
 	d := deploy(b, warm)
 	d.cfg.Chain = tick.Chain{Steps: sc.chain}
+	d.cfg.Events = sc.events
 	var short, long tally
 	n := 0
 	for b.Loop() {

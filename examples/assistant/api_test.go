@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/examples/assistant"
+	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -20,8 +21,9 @@ import (
 	"github.com/superstep/superstep/pkg/store/sqlite"
 )
 
-// server is the assistant behind the HTTP API, as `superstep dev` serves
-// it: the embedded scheduler over a SQLite file, on a loopback port.
+// server is the assistant behind the HTTP API and A2A, as `superstep dev`
+// serves it: the embedded scheduler over a SQLite file, on a loopback
+// port.
 type server struct {
 	t    *testing.T
 	url  string
@@ -49,7 +51,12 @@ func serve(t *testing.T) *server {
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Config{Service: &runs.Service{Graphs: reg, Runs: st, Checkpoints: st, Dispatcher: sched, Logger: log}, Logger: log}))
+	svc := &runs.Service{Graphs: reg, Runs: st, Checkpoints: st, Dispatcher: sched, Logger: log}
+	h := api.New(api.Config{Service: svc, Logger: log})
+	// The A2A routes, mounted as superstep dev mounts them.
+	a := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithLogger(log))
+	h.Handle(a2a.Pattern, a)
+	srv := httptest.NewServer(a.PublicCards(h))
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

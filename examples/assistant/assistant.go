@@ -156,7 +156,10 @@ var orderID = regexp.MustCompile(`\b[A-Z]-\d+\b`)
 // ScriptedModel is the offline model of the example. From the last user
 // message it picks the order ids (like A-1001); it looks them all up in one
 // turn, then, when the message asks for a refund, refunds the first order
-// in full, and finally sums up what the tools said.
+// in full, and finally sums up what the tools said. Its tool call ids are
+// unique in the conversation (lookup-0 in the first turn, lookup-0-turn2
+// in the second...): a thread holds many turns, and the messages reducer
+// replaces a tool result whose id repeats.
 func ScriptedModel() *agent.Scripted {
 	return &agent.Scripted{Reply: func(_ context.Context, req *agent.Request) (*agent.Response, error) {
 		last := -1
@@ -169,6 +172,18 @@ func ScriptedModel() *agent.Scripted {
 			return nil, fmt.Errorf("scripted model: the conversation has no user message")
 		}
 		ask := req.Messages[last].Text()
+		turn := 0 // user messages before the last
+		for _, m := range req.Messages[:last] {
+			if m.Role == agent.RoleUser && m.Text() != "" {
+				turn++
+			}
+		}
+		callID := func(name string, i int) string {
+			if turn == 0 {
+				return fmt.Sprintf("%s-%d", name, i)
+			}
+			return fmt.Sprintf("%s-%d-turn%d", name, i, turn+1)
+		}
 		var ids []string
 		for _, id := range orderID.FindAllString(strings.ToUpper(ask), -1) {
 			if !slices.Contains(ids, id) {
@@ -197,23 +212,23 @@ func ScriptedModel() *agent.Scripted {
 		case len(names) == 0:
 			blocks := []agent.Block{{Text: "Let me look that up."}}
 			for i, id := range ids {
-				blocks = append(blocks, agent.Block{ToolCall: &agent.ToolCall{ID: fmt.Sprintf("lookup-%d", i), Name: "lookup_order", Input: fmt.Appendf(nil, `{"order_id":%q}`, id)}})
+				blocks = append(blocks, agent.Block{ToolCall: &agent.ToolCall{ID: callID("lookup", i), Name: "lookup_order", Input: fmt.Appendf(nil, `{"order_id":%q}`, id)}})
 			}
 			return reply(blocks...)
 		case strings.Contains(strings.ToLower(ask), "refund") && !slices.Contains(names, "refund"):
-			first := results["lookup-0"]
+			first := results[callID("lookup", 0)]
 			if first.Error {
 				return reply(agent.Block{Text: "I could not find that order: " + first.Content})
 			}
 			total := totalOf(first.Content)
 			return reply(agent.Block{Text: "I will refund it in full."}, agent.Block{ToolCall: &agent.ToolCall{
-				ID: "refund-0", Name: "refund", Input: fmt.Appendf(nil, `{"order_id":%q,"cents":%d,"reason":"customer request"}`, ids[0], total),
+				ID: callID("refund", 0), Name: "refund", Input: fmt.Appendf(nil, `{"order_id":%q,"cents":%d,"reason":"customer request"}`, ids[0], total),
 			}})
 		}
 		var b strings.Builder
 		b.WriteString("Here is what I found. ")
 		for i := range ids {
-			r := results[fmt.Sprintf("lookup-%d", i)]
+			r := results[callID("lookup", i)]
 			var o Order
 			if r.Error || json.Unmarshal([]byte(r.Content), &o) != nil {
 				fmt.Fprintf(&b, "%s: %s. ", ids[i], r.Content)
@@ -221,7 +236,7 @@ func ScriptedModel() *agent.Scripted {
 			}
 			fmt.Fprintf(&b, "%s, your %s, is %s. ", o.ID, o.Item, o.Status)
 		}
-		if r, ok := results["refund-0"]; ok {
+		if r, ok := results[callID("refund", 0)]; ok {
 			if r.Error {
 				fmt.Fprintf(&b, "The refund did not go through (%s).", r.Content)
 			} else {

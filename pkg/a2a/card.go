@@ -176,9 +176,16 @@ func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
 	}
 	inputModes := []string{"application/json"}
 	howTo := fmt.Sprintf("Input: a data part holding a JSON object of channel values (channels: %s).", strings.Join(g.Channels(), ", "))
-	if a.text != "" {
+	switch {
+	case a.declared:
+		inputModes = append(inputModes, "text/plain")
+		howTo += fmt.Sprintf(" Text parts become the graph's text input in channel %q (for an agent, a user message).", a.text)
+	case a.text != "":
 		inputModes = append(inputModes, "text/plain")
 		howTo += fmt.Sprintf(" Text parts are written to channel %q.", a.text)
+	}
+	if s.threads() {
+		howTo += " Messages with the same contextId (and no taskId) continue one conversation: each task starts from the state the one before it left."
 	}
 	howTo += " Output: the final state as a data artifact."
 	nodes := g.Nodes()

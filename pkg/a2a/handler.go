@@ -221,7 +221,7 @@ func (h *handler) SendMessage(ctx context.Context, req *core.SendMessageRequest)
 		return nil, err
 	}
 	if req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
-		if _, err := h.savePush(ctx, r.ID, req.Config.PushConfig); err != nil {
+		if _, err := h.savePushFrom(ctx, r.ID, req.Config.PushConfig, req.Message.TaskID == ""); err != nil {
 			return nil, err
 		}
 	}
@@ -256,7 +256,7 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *core.SendMessag
 		defer w.close()
 		r, err := h.commit(ctx, p)
 		if err == nil && req.Config != nil && req.Config.PushConfig != nil && !r.Rejected {
-			_, err = h.savePush(ctx, r.ID, req.Config.PushConfig)
+			_, err = h.savePushFrom(ctx, r.ID, req.Config.PushConfig, req.Message.TaskID == "")
 		}
 		if err != nil {
 			yield(nil, err)
@@ -303,6 +303,7 @@ type plan struct {
 	reject    string // why the graph cannot take the message: the task is rejected
 	input     json.RawMessage
 	contextID string
+	thread    bool // the run starts on the thread named by contextID
 	req       runs.ResumeRequest
 	msg       *core.Message
 }
@@ -350,11 +351,11 @@ func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (pl
 	if msg.TaskID != "" {
 		return h.prepareResume(ctx, msg, c)
 	}
-	p := plan{id: pregel.NewRunID(), contextID: msg.ContextID, msg: msg}
+	p := plan{id: pregel.NewRunID(), contextID: msg.ContextID, msg: msg, thread: h.s.threads()}
 	if p.contextID == "" {
 		p.contextID = core.NewContextID()
 	} else if !runs.ValidID(p.contextID) {
-		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("contextId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-'", p.contextID))
+		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("contextId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", p.contextID))
 	}
 	p.input, p.reject = h.a.input(c)
 	return p, nil
@@ -415,7 +416,13 @@ func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 	}
 	req := runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID, Message: h.record(ctx, p)}
 	reason := p.reject
-	if reason == "" {
+	if reason == "" && p.thread {
+		r, why, err := h.startOnThread(ctx, p, req)
+		if err != nil || why == "" {
+			return r, err
+		}
+		reason = why
+	} else if reason == "" {
 		r, _, err := h.s.svc.Create(ctx, h.a.graph.Name(), req)
 		switch {
 		case errors.Is(err, runs.ErrInvalid):
@@ -431,6 +438,59 @@ func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 		return runs.Run{}, h.s.internal(ctx, "store rejected run", p.id, err)
 	}
 	return r, nil
+}
+
+// startOnThread starts the run of a plan on the thread its context id
+// names, creating the thread if it does not exist, with the server's
+// strategy for a thread that has an active task. why, when not empty,
+// says why the input is refused (the task is then rejected).
+func (h *handler) startOnThread(ctx context.Context, p plan, req runs.CreateRequest) (r runs.Run, why string, err error) {
+	_, err = h.s.svc.GetThread(ctx, p.contextID)
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		// A new conversation. Its input must fit the empty state: input
+		// the graph refuses gives a rejected task and no thread.
+		if _, err := h.a.graph.Start(ctx, p.id, p.input); err != nil {
+			return runs.Run{}, publicMessage(fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: "), runs.ErrInvalid)), nil
+		}
+		_, _, err = h.s.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: p.contextID})
+		if err != nil && !errors.Is(err, runs.ErrConflict) { // conflict: it exists, with metadata
+			return runs.Run{}, "", h.s.internal(ctx, "create thread", p.id, err)
+		}
+	case err != nil:
+		return runs.Run{}, "", h.s.internal(ctx, "get thread", p.id, err)
+	}
+	r, _, err = h.s.svc.CreateOnThread(ctx, p.contextID, runs.ThreadRunRequest{
+		Graph: h.a.graph.Name(), RunID: p.id, Input: p.input, Strategy: h.s.strategy, Message: req.Message,
+	})
+	var busy *runs.BusyError
+	switch {
+	case errors.As(err, &busy):
+		return runs.Run{}, "", h.busy(ctx, busy)
+	case errors.Is(err, runs.ErrInvalid):
+		return runs.Run{}, publicMessage(err), nil
+	case err != nil:
+		return runs.Run{}, "", h.s.internal(ctx, "create run on thread", p.id, err)
+	}
+	return r, "", nil
+}
+
+// busy is the error of a message refused because its context's thread
+// has an active task (strategy reject): it names the task and what to do.
+func (h *handler) busy(ctx context.Context, b *runs.BusyError) error {
+	state := core.TaskStateWorking
+	if r, err := h.s.svc.Get(ctx, b.ActiveRun); err == nil {
+		state, _ = status(r)
+	}
+	what := "wait until it finishes (GetTask, SubscribeToTask) or cancel it (CancelTask)"
+	switch state {
+	case core.TaskStateInputRequired, core.TaskStateAuthRequired:
+		what = "answer it (a message with its taskId) or cancel it (CancelTask)"
+	}
+	return core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf(
+		"context %q already has an active task, %q (%s): this agent takes one task per context at a time; %s, then send this message again",
+		b.Thread, b.ActiveRun, stateName(state), what,
+	)).WithDetails(map[string]any{"contextId": b.Thread, "activeTaskId": b.ActiveRun, "activeTaskState": stateName(state), "strategy": string(runs.StrategyReject)})
 }
 
 // record is the message of a plan as the run keeps it for the task's

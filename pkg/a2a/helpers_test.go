@@ -119,8 +119,10 @@ type envConfig struct {
 	events bool
 	sqlite bool   // SQLite stores instead of memory ones
 	token  string // the API's bearer token; the cards stay public (Server.PublicCards)
-	opts   []a2a.Option
-	graphs []*pregel.Graph
+	// threads: the Service keeps threads (A2A contexts are threads).
+	threads bool
+	opts    []a2a.Option
+	graphs  []*pregel.Graph
 }
 
 // newEnv starts a server with the chat and sum graphs, a scheduler and
@@ -146,12 +148,18 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		t.Cleanup(func() { _ = db.Close() })
 		records, cps = db, db
 	}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log})
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log}
+	schedCfg := runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log}
+	if cfg.threads {
+		svc.Threads = records.(runs.ThreadStore)
+		schedCfg.OnStop, schedCfg.StartThreadRun = svc.RunStopped, svc.StartThreadRun
+	}
+	sched := runs.NewScheduler(schedCfg)
+	svc.Dispatcher = sched
 	ctx, crash := context.WithCancel(context.Background())
 	if err := sched.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Logger: log}
 	opts := []a2a.Option{a2a.WithLogger(log), a2a.WithPollInterval(20 * time.Millisecond)}
 	if cfg.events {
 		opts = append(opts, a2a.WithEvents(sched), a2a.WithStreaming(true))

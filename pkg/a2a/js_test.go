@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // jsDir is the test-only Node project: @a2a-js/sdk as a third-party client
@@ -266,5 +268,66 @@ func TestRemoteAgentJS(t *testing.T) {
 				auth: true, listable: tc.listable,
 			})
 		})
+	}
+}
+
+// TestJSThreadConversation holds a two-turn conversation with
+// @a2a-js/sdk's client (threads.mjs): the second message, in the first
+// task's context, starts a task that sees the first one's state.
+func TestJSThreadConversation(t *testing.T) {
+	dir := nodeProject(t)
+	e := threadEnv(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "threads.mjs", e.url)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node threads.mjs: %v\nstderr: %s\nstdout: %s", err, stderr.String(), stdout)
+	}
+	type summary struct {
+		ID, ContextID, State, Reply string
+		History                     []string
+		Error, Message              string
+	}
+	var out struct {
+		Steps struct {
+			First, Second, Get, BadContext summary
+			Busy                           struct {
+				Slow     string
+				Refused  summary
+				Canceled string
+				Error    string
+			}
+		} `json:"steps"`
+	}
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		t.Fatalf("threads.mjs output: %v\n%s", err, stdout)
+	}
+	t.Logf("threads.mjs: %s", stdout)
+	s := out.Steps
+	check := func(what string, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s: unexpected result (see the output above)", what)
+		}
+	}
+	turn1 := `you said "my name is Ana"; before that: nothing`
+	turn2 := `you said "what is my name?"; before that: "my name is Ana"`
+	check("first turn", s.First.State == "TASK_STATE_COMPLETED" && s.First.ContextID != "" && s.First.Reply == turn1)
+	check("second turn sees the first", s.Second.State == "TASK_STATE_COMPLETED" && s.Second.ContextID == s.First.ContextID && s.Second.ID != s.First.ID && s.Second.Reply == turn2)
+	check("history is the conversation", strings.Join(s.Second.History, " | ") == "user: my name is Ana | agent: "+turn1+" | user: what is my name? | agent: "+turn2)
+	check("historyLength", strings.Join(s.Get.History, " | ") == "user: what is my name? | agent: "+turn2)
+	check("busy context refused", s.Busy.Error == "" && strings.Contains(s.Busy.Refused.Message, s.Busy.Slow) && strings.Contains(s.Busy.Refused.Message, "one task per context") &&
+		strings.Contains(s.Busy.Refused.Error, "UnsupportedOperation"))
+	check("busy task goes on", s.Busy.Canceled == "TASK_STATE_CANCELED")
+	check("bad contextId", s.BadContext.Error != "" && strings.Contains(s.BadContext.Message, `contextId "not an id!"`) && s.BadContext.ID == "")
+	// Nothing was stored for the refused message: the context has the
+	// two turns and the cancelled task.
+	page, err := e.svc.List(ctx, runs.Filter{ContextID: s.First.ContextID})
+	if err != nil || len(page.Runs) != 3 {
+		t.Errorf("context %s holds %d tasks (%v), want 3", s.First.ContextID, len(page.Runs), err)
 	}
 }

@@ -2,11 +2,14 @@ package a2a
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
@@ -14,6 +17,33 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
+
+// PushStore keeps tasks' push configs durably with their runs, and each
+// config's delivery cursor, so that configs survive a restart and every
+// process serving the runs (every Lambda) sees them.
+// runs.MemoryPushStore, the SQLite store (pkg/store/sqlite) and the
+// DynamoDB store (pkg/store/dynamo, in the run's partition, purged with
+// it) implement it; runstest.PushStores is its conformance suite.
+type PushStore interface {
+	// PutPushConfig stores a config, replacing the run's config of the
+	// same ID.
+	PutPushConfig(ctx context.Context, c runs.PushConfig) error
+	// GetPushConfig returns a config or an error wrapping
+	// runs.ErrNotFound.
+	GetPushConfig(ctx context.Context, runID, id string) (runs.PushConfig, error)
+	// ListPushConfigs returns a run's configs, by ID.
+	ListPushConfigs(ctx context.Context, runID string) ([]runs.PushConfig, error)
+	// DeletePushConfig deletes a config (none there is not an error).
+	DeletePushConfig(ctx context.Context, runID, id string) error
+	// AdvancePushConfig moves a config's cursor forward (never back).
+	AdvancePushConfig(ctx context.Context, runID, id string, seen int, last string) error
+}
+
+// pushRunLister is a PushStore that lists the runs with configs; a server
+// delivering itself resumes their deliveries (ResumePush).
+type pushRunLister interface {
+	PushRuns(ctx context.Context) ([]string, error)
+}
 
 // PushOptions configures push notifications (WithPushNotifications).
 type PushOptions struct {
@@ -29,15 +59,23 @@ type PushOptions struct {
 	Backoff time.Duration
 	// Timeout bounds one delivery (default 10s).
 	Timeout time.Duration
+	// Store keeps the configs and their delivery cursors (default: in
+	// this process's memory, lost on exit).
+	Store PushStore
+	// DeliverElsewhere: this server keeps configs but sends nothing;
+	// another process calls DeliverPush when a task changes state (the
+	// serverless sweep function, fed by the table's stream).
+	DeliverElsewhere bool
 }
 
 // WithPushNotifications turns push notifications on: clients may set,
 // get, list and delete a task's push configs (or give one with a
-// message), and each change of the task's state is POSTed to every config
-// of the task, authenticated as the config says. The configs are kept in
-// this process's memory, and deliveries follow the runs this process can
-// watch: it serves embedded deployments (`superstep dev`); the serverless
-// path does not deliver yet.
+// message), and each change of the task's state is POSTed once to every
+// config of the task, authenticated as the config says, in the order of
+// the run's history. Configs and their cursors are kept in o.Store.
+// Unless o.DeliverElsewhere, this server delivers: it follows the runs it
+// has configs for (call ResumePush at start to pick up those of an
+// earlier process).
 func WithPushNotifications(o PushOptions) Option {
 	return func(s *Server) {
 		if o.Attempts <= 0 {
@@ -49,19 +87,33 @@ func WithPushNotifications(o PushOptions) Option {
 		if o.Timeout <= 0 {
 			o.Timeout = 10 * time.Second
 		}
+		if o.Store == nil {
+			o.Store = runs.NewMemoryPushStore()
+		}
 		s.push = &pusher{
 			opts:     o,
-			configs:  push.NewInMemoryStore(),
+			configs:  o.Store,
 			sender:   push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: o.Timeout, FailOnError: true, AllowPrivateNetworks: o.AllowPrivateNetworks}),
 			watching: make(map[string]bool),
 		}
 	}
 }
 
+// maxPushFailures is how many store errors in a row stop a delivery
+// loop.
+const maxPushFailures = 5
+
+// Bounds of a push config, so that every store keeps it in one item
+// (DynamoDB's sort keys are at most 1 KB).
+const (
+	maxPushID     = 256
+	maxPushConfig = 16 << 10
+)
+
 // pusher keeps push configs and delivers notifications.
 type pusher struct {
 	opts     PushOptions
-	configs  *push.InMemoryPushConfigStore
+	configs  PushStore
 	sender   *push.HTTPPushSender
 	mu       sync.Mutex
 	watching map[string]bool // task ids with a delivery loop
@@ -71,13 +123,44 @@ type pusher struct {
 func checkPushURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return core.NewError(core.ErrInvalidParams, fmt.Sprintf("push config url %q must be an absolute http or https URL", raw))
+		return core.NewError(core.ErrInvalidParams, "the push config's url must be an absolute http or https URL")
 	}
 	return nil
 }
 
-// savePush stores a task's push config and starts delivering to it.
+// redacted is a config as answers show it: without its secrets (the
+// token and the authentication credentials), which only the receiver
+// needs; the scheme stays.
+func redacted(c *core.PushConfig) *core.PushConfig {
+	out := *c
+	out.Token = ""
+	if c.Auth != nil {
+		out.Auth = &core.PushAuthInfo{Scheme: c.Auth.Scheme}
+	}
+	return &out
+}
+
+// decodePush reads a stored config.
+func decodePush(c runs.PushConfig) (*core.PushConfig, error) {
+	var out core.PushConfig
+	if err := json.Unmarshal(c.Config, &out); err != nil {
+		return nil, fmt.Errorf("push config %q: %w", c.ID, err)
+	}
+	out.ID, out.TaskID = c.ID, core.TaskID(c.RunID)
+	return &out, nil
+}
+
+// savePush stores a task's push config and, unless deliveries are made
+// elsewhere, starts delivering to it. The config first hears of the state
+// the task is in, then of every change.
 func (h *handler) savePush(ctx context.Context, taskID string, cfg *core.PushConfig) (*core.PushConfig, error) {
+	return h.savePushFrom(ctx, taskID, cfg, false)
+}
+
+// savePushFrom is savePush; fromStart, for a config given with the
+// message that created the task, has it hear of every state from
+// submitted on, however far the run got before the config was stored.
+func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.PushConfig, fromStart bool) (*core.PushConfig, error) {
 	p := h.s.push
 	if p == nil {
 		return nil, core.ErrPushNotificationNotSupported
@@ -90,17 +173,63 @@ func (h *handler) savePush(ctx context.Context, taskID string, cfg *core.PushCon
 	}
 	c := *cfg
 	c.TaskID = core.TaskID(taskID)
-	saved, err := p.configs.Save(ctx, c.TaskID, &c)
+	if c.ID == "" {
+		c.ID = rand.Text()
+	}
+	if len(c.ID) > maxPushID || !utf8.ValidString(c.ID) {
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's id must be UTF-8 of at most %d bytes", maxPushID))
+	}
+	raw, err := json.Marshal(&c)
 	if err != nil {
+		return nil, core.NewError(core.ErrInvalidParams, "the push config is not valid JSON")
+	}
+	if len(raw) > maxPushConfig {
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config is %d bytes: at most %d (url, token and credentials together)", len(raw), maxPushConfig))
+	}
+	r, err := h.s.svc.Runs.GetRun(ctx, taskID)
+	if err != nil {
+		return nil, h.s.internal(ctx, "save push config: get run", taskID, err)
+	}
+	rec := runs.PushConfig{RunID: taskID, ID: c.ID, Config: raw, Seen: max(len(r.Events)+r.EventsDropped-1, 0), CreatedAt: time.Now().UTC()}
+	if fromStart {
+		rec.Seen = 0
+	}
+	if err := p.configs.PutPushConfig(ctx, rec); err != nil {
 		return nil, h.s.internal(ctx, "save push config", taskID, err)
 	}
-	h.s.deliver(taskID)
-	return saved, nil
+	if !p.opts.DeliverElsewhere {
+		h.s.deliver(taskID)
+	}
+	return redacted(&c), nil
+}
+
+// ResumePush starts the delivery loops of the tasks with push configs in
+// the store, when the store lists them (runs.MemoryPushStore, SQLite):
+// a server that restarts goes on from each config's cursor. It does
+// nothing without push notifications or when deliveries are made
+// elsewhere.
+func (s *Server) ResumePush(ctx context.Context) error {
+	p := s.push
+	if p == nil || p.opts.DeliverElsewhere {
+		return nil
+	}
+	l, ok := p.configs.(pushRunLister)
+	if !ok {
+		return nil
+	}
+	ids, err := l.PushRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("a2a: resume push deliveries: %w", err)
+	}
+	for _, id := range ids {
+		s.deliver(id)
+	}
+	return nil
 }
 
 // deliver starts the delivery loop of a task unless it runs: it watches
-// the run and sends each new task state to the task's configs, until the
-// task is in a terminal state or has no configs left.
+// the run and delivers each new task state (DeliverPush), until the task
+// is in a terminal state and delivered, or has no configs left.
 func (s *Server) deliver(taskID string) {
 	p := s.push
 	p.mu.Lock()
@@ -119,37 +248,22 @@ func (s *Server) deliver(taskID string) {
 		ctx := context.Background()
 		w := s.watch(taskID)
 		defer w.close()
-		last := core.TaskStateUnspecified
-		seen := -1 // events of the run's history handled (dropped ones included)
+		failures := 0
 		for {
-			r, err := s.svc.Get(ctx, taskID)
-			if err != nil {
-				s.log.WarnContext(ctx, "a2a: push: read task", "task_id", taskID, "error", err)
-				return
-			}
-			if seen < 0 {
-				// A new config hears of the state the task is in, then of
-				// every change.
-				seen = max(len(r.Events)+r.EventsDropped-1, 0)
-			}
-			configs, err := p.configs.List(ctx, core.TaskID(taskID))
-			if err != nil || len(configs) == 0 {
-				return
-			}
-			// Every change of state since the last look, in order, from
-			// the run's history: a state that lasted less than a
-			// delivery is notified too.
-			for _, ev := range s.stateChanges(r, &seen) {
-				if ev.Status.State == last {
-					continue
+			done, err := s.deliverPush(ctx, taskID)
+			switch {
+			case err != nil:
+				// A store error: try again at the next change or poll,
+				// a few times in a row at most.
+				if failures++; failures >= maxPushFailures {
+					s.log.WarnContext(ctx, "a2a: push deliveries stopped", "task_id", taskID, "error", err)
+					return
 				}
-				last = ev.Status.State
-				for _, c := range configs {
-					s.send(ctx, c, ev)
-				}
-			}
-			if last.Terminal() {
+				s.log.WarnContext(ctx, "a2a: push deliveries: will try again", "task_id", taskID, "error", err)
+			case done:
 				return
+			default:
+				failures = 0
 			}
 			if _, err := w.next(ctx); err != nil {
 				return
@@ -158,34 +272,114 @@ func (s *Server) deliver(taskID string) {
 	}()
 }
 
-// stateChanges returns the task states of a run's history events after
-// the first *seen ones (counting dropped events), as status updates, and
-// moves *seen on. The newest one is the task as it stands (with its
-// status message); earlier ones carry the state and time only.
-func (s *Server) stateChanges(r runs.Run, seen *int) []*core.TaskStatusUpdateEvent {
-	total := len(r.Events) + r.EventsDropped
-	if total <= *seen {
+// DeliverPush sends a task's push configs the changes of its state they
+// have not been sent, in order, and moves each config's cursor on: once
+// per change, whichever process calls it, however often. A delivery that
+// fails is retried with backoff, then given up (logged). The error is
+// for reading or writing the stores only (the caller may retry): a task
+// that does not exist, or has no configs, is not an error. The
+// serverless sweep function calls it for each run whose record changes
+// status; a server that delivers itself calls it as its runs change.
+func (s *Server) DeliverPush(ctx context.Context, taskID string) error {
+	if s.push == nil {
 		return nil
 	}
-	start := *seen - r.EventsDropped
-	if *seen > 0 && start < 1 {
+	_, err := s.deliverPush(ctx, taskID)
+	return err
+}
+
+// deliverPush is DeliverPush; done reports that nothing more will be
+// delivered (the task is terminal and every config caught up, or it has
+// no configs, or no run).
+func (s *Server) deliverPush(ctx context.Context, taskID string) (done bool, err error) {
+	p := s.push
+	configs, err := p.configs.ListPushConfigs(ctx, taskID)
+	if err != nil {
+		return false, fmt.Errorf("list push configs: %w", err)
+	}
+	if len(configs) == 0 {
+		return true, nil
+	}
+	// The record alone (not Service.Get, which also reads the newest
+	// checkpoint of a running run for its step and usage): a change of
+	// state is a write of the record, with its step.
+	r, err := s.svc.Runs.GetRun(ctx, taskID)
+	if errors.Is(err, runs.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read task: %w", err)
+	}
+	for _, rec := range configs {
+		c, err := decodePush(rec)
+		if err != nil {
+			s.log.ErrorContext(ctx, "a2a: push config unreadable; skipped", "task_id", taskID, "config_id", rec.ID, "error", err)
+			continue
+		}
+		seen, stored, last := rec.Seen, rec.Seen, core.TaskState(rec.Last)
+		for _, ch := range s.stateChanges(r, rec.Seen) {
+			seen = ch.seen
+			if ch.ev.Status.State == last {
+				continue
+			}
+			last = ch.ev.Status.State
+			s.send(ctx, c, ch.ev)
+			// The cursor moves after each notification: a crash
+			// repeats at most the one in flight.
+			if err := p.configs.AdvancePushConfig(ctx, taskID, rec.ID, seen, string(last)); err != nil && !errors.Is(err, runs.ErrNotFound) {
+				return false, fmt.Errorf("advance push config: %w", err)
+			}
+			stored = seen
+		}
+		if seen > stored {
+			// Events that changed no state: move past them.
+			if err := p.configs.AdvancePushConfig(ctx, taskID, rec.ID, seen, string(last)); err != nil && !errors.Is(err, runs.ErrNotFound) {
+				return false, fmt.Errorf("advance push config: %w", err)
+			}
+		}
+	}
+	state, _ := status(r)
+	return state.Terminal(), nil
+}
+
+// stateChange is a task state to notify, and the delivery cursor once
+// it is delivered (the events of the run's history it accounts for).
+type stateChange struct {
+	ev   *core.TaskStatusUpdateEvent
+	seen int
+}
+
+// stateChanges returns the task states of a run's history events after
+// the first seen ones (counting dropped events), as status updates. The
+// newest one is the task as it stands (with its status message); earlier
+// ones carry the state and time only.
+func (s *Server) stateChanges(r runs.Run, seen int) []stateChange {
+	total := len(r.Events) + r.EventsDropped
+	if total <= seen {
+		return nil
+	}
+	start := seen - r.EventsDropped
+	if seen > 0 && start < 1 {
 		start = 1 // dropped events are gone: go on from the oldest kept after the first
 	}
 	start = max(start, 0)
-	*seen = total
-	var out []*core.TaskStatusUpdateEvent
+	var out []stateChange
 	for i := start; i < len(r.Events); i++ {
+		pos := i + 1 // the cursor after event i: the first event is never dropped
+		if i > 0 {
+			pos += r.EventsDropped
+		}
 		ev := r.Events[i]
 		if i == len(r.Events)-1 {
-			out = append(out, s.statusUpdate(r))
+			out = append(out, stateChange{s.statusUpdate(r), pos})
 			break
 		}
 		at := ev.At
-		out = append(out, &core.TaskStatusUpdateEvent{
+		out = append(out, stateChange{&core.TaskStatusUpdateEvent{
 			TaskID:    core.TaskID(r.ID),
 			ContextID: contextOf(r),
 			Status:    core.TaskStatus{State: eventState(ev), Timestamp: &at},
-		})
+		}, pos})
 	}
 	return out
 }
@@ -211,7 +405,9 @@ func eventState(ev runs.Event) core.TaskState {
 	return core.TaskStateWorking
 }
 
-// send delivers one notification, retrying with backoff.
+// send delivers one notification, retrying with backoff. Neither the
+// config's secrets nor its URL (which may carry some) are logged: the
+// task, the config id and the receiver's host are.
 func (s *Server) send(ctx context.Context, c *core.PushConfig, ev core.Event) {
 	p := s.push
 	wait := p.opts.Backoff
@@ -221,11 +417,36 @@ func (s *Server) send(ctx context.Context, c *core.PushConfig, ev core.Event) {
 			return
 		}
 		if attempt < p.opts.Attempts {
-			time.Sleep(wait)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				attempt = p.opts.Attempts
+			case <-t.C:
+			}
 			wait *= 2
 		}
 	}
-	s.log.WarnContext(ctx, "a2a: push notification not delivered", "task_id", c.TaskID, "config_id", c.ID, "attempts", p.opts.Attempts, "error", err)
+	s.log.WarnContext(ctx, "a2a: push notification not delivered", "task_id", c.TaskID, "config_id", c.ID, "host", hostOf(c.URL), "attempts", p.opts.Attempts, "error", sendError(err))
+}
+
+// hostOf is the host of a receiver's URL.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// sendError is a delivery error without the URL: the transport's cause,
+// or the answer's status.
+func sendError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }
 
 // CreateTaskPushConfig implements a2asrv.RequestHandler.
@@ -258,14 +479,18 @@ func (h *handler) GetTaskPushConfig(ctx context.Context, req *core.GetTaskPushCo
 	if err != nil {
 		return nil, err
 	}
-	c, err := h.s.push.configs.Get(ctx, core.TaskID(r.ID), req.ID)
-	if errors.Is(err, push.ErrPushConfigNotFound) {
+	rec, err := h.s.push.configs.GetPushConfig(ctx, r.ID, req.ID)
+	if errors.Is(err, runs.ErrNotFound) {
 		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q has no push config %q", r.ID, req.ID))
 	}
 	if err != nil {
 		return nil, h.s.internal(ctx, "get push config", r.ID, err)
 	}
-	return c, nil
+	c, err := decodePush(rec)
+	if err != nil {
+		return nil, h.s.internal(ctx, "get push config", r.ID, err)
+	}
+	return redacted(c), nil
 }
 
 // ListTaskPushConfigs implements a2asrv.RequestHandler.
@@ -280,12 +505,17 @@ func (h *handler) ListTaskPushConfigs(ctx context.Context, req *core.ListTaskPus
 	if err != nil {
 		return nil, err
 	}
-	cs, err := h.s.push.configs.List(ctx, core.TaskID(r.ID))
+	recs, err := h.s.push.configs.ListPushConfigs(ctx, r.ID)
 	if err != nil {
 		return nil, h.s.internal(ctx, "list push configs", r.ID, err)
 	}
-	if cs == nil {
-		cs = []*core.PushConfig{}
+	cs := []*core.PushConfig{}
+	for _, rec := range recs {
+		c, err := decodePush(rec)
+		if err != nil {
+			return nil, h.s.internal(ctx, "list push configs", r.ID, err)
+		}
+		cs = append(cs, redacted(c))
 	}
 	return &core.ListTaskPushConfigResponse{Configs: cs}, nil
 }
@@ -302,7 +532,7 @@ func (h *handler) DeleteTaskPushConfig(ctx context.Context, req *core.DeleteTask
 	if err != nil {
 		return err
 	}
-	if err := h.s.push.configs.Delete(ctx, core.TaskID(r.ID), req.ID); err != nil {
+	if err := h.s.push.configs.DeletePushConfig(ctx, r.ID, req.ID); err != nil {
 		return h.s.internal(ctx, "delete push config", r.ID, err)
 	}
 	return nil

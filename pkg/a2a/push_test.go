@@ -78,7 +78,16 @@ func TestPushNotifications(t *testing.T) {
 	if err != nil || got.URL != hook.URL || got.TaskID != task.ID {
 		t.Fatalf("GetTaskPushConfig: %+v, %v", got, err)
 	}
-	extra, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, ID: "hook2", URL: hook.URL + "/other"})
+	// Secrets stay with the server: the scheme is shown, not the
+	// credentials, nor the token.
+	if got.Token != "" || got.Auth == nil || got.Auth.Scheme != "Bearer" || got.Auth.Credentials != "" {
+		t.Errorf("GetTaskPushConfig shows %+v (auth %+v); want no token and no credentials", got, got.Auth)
+	}
+	// A second receiver: a new config hears of the state the task is in
+	// at once, which must not count as the first receiver's.
+	other := httptest.NewServer(&receiver{})
+	defer other.Close()
+	extra, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, ID: "hook2", URL: other.URL})
 	if err != nil || extra.ID != "hook2" {
 		t.Fatalf("CreateTaskPushConfig: %+v, %v", extra, err)
 	}
@@ -95,8 +104,16 @@ func TestPushNotifications(t *testing.T) {
 	if _, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: "nope", URL: hook.URL}); !errors.Is(err, core.ErrTaskNotFound) {
 		t.Errorf("config for an unknown task: %v", err)
 	}
-	if _, err := c.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: task.ID, URL: "ftp://example.com/x"}); !errors.Is(err, core.ErrInvalidParams) {
-		t.Errorf("config with an ftp URL: %v", err)
+	for name, bad := range map[string]*core.PushConfig{
+		"an ftp URL":     {TaskID: task.ID, URL: "ftp://example.com/x"},
+		"a 300-byte id":  {TaskID: task.ID, ID: strings.Repeat("i", 300), URL: hook.URL},
+		"a 20 KB token":  {TaskID: task.ID, URL: hook.URL, Token: strings.Repeat("t", 20<<10)},
+		"a relative URL": {TaskID: task.ID, URL: "/hook"},
+		"no URL":         {TaskID: task.ID},
+	} {
+		if _, err := c.CreateTaskPushConfig(ctx, bad); !errors.Is(err, core.ErrInvalidParams) {
+			t.Errorf("config with %s: %v, want invalid params", name, err)
+		}
 	}
 
 	done := send(t, c, core.NewMessageForTask(core.MessageRoleUser, task, core.NewTextPart("eve")), nil)
@@ -163,13 +180,16 @@ func TestPushConfig03(t *testing.T) {
 	id := string(task.ID)
 	for _, tc := range []struct{ body, want string }{
 		{`{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"id":"h1","url":"https://hooks.example.com/a2a","token":"tok"}}}`, `"url":"https://hooks.example.com/a2a"`},
-		{`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"token":"tok"`},
+		{`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"url":"https://hooks.example.com/a2a"`},
 		{`{"jsonrpc":"2.0","id":3,"method":"tasks/pushNotificationConfig/list","params":{"id":"` + id + `"}}`, `"h1"`},
 		{`{"jsonrpc":"2.0","id":4,"method":"tasks/pushNotificationConfig/delete","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"result":null`},
 	} {
 		resp := rpc(t, url, tc.body)
 		if resp.body.Error != nil || !strings.Contains(resp.raw, tc.want) {
 			t.Errorf("%s\n  answered %s; want %s", tc.body, resp.raw, tc.want)
+		}
+		if strings.Contains(resp.raw, "tok") {
+			t.Errorf("%s\n  answered %s: the config's token is a secret for the receiver", tc.body, resp.raw)
 		}
 	}
 }

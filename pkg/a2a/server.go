@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
+	agentpkg "github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -137,6 +139,26 @@ func WithTextChannel(graph, channel string) Option {
 	return func(s *Server) { s.textChannels[graph] = channel }
 }
 
+// WithThreads says whether a message with a context id and no task id
+// continues the conversation of that context: its run starts on the
+// thread named by the context id (created if missing) from the thread's
+// latest state (see runs.Service.CreateOnThread), so a chat client gets
+// memory across messages. It is on by default when the Service keeps
+// threads (runs.Service.Threads is set) and has no effect otherwise; off,
+// a context id only groups tasks, each starting from empty state.
+func WithThreads(on bool) Option { return func(s *Server) { s.threadsOff = !on } }
+
+// WithThreadStrategy sets what a message does when its context's thread
+// has an active task (a run pending, running, input-required or drained):
+// runs.StrategyReject (the default) refuses it with an
+// UnsupportedOperationError (-32004) naming the active task;
+// runs.StrategyEnqueue queues it; runs.StrategyInterrupt drains the active
+// task at its next superstep boundary and then starts; runs.StrategyRollback
+// cancels the active task, discards its steps and then starts. New panics
+// on any other value: check a strategy that comes from users with
+// runs.ParseStrategy first.
+func WithThreadStrategy(st runs.Strategy) Option { return func(s *Server) { s.strategy = st } }
+
 // WithBearerAuth declares in the agent cards that requests need an HTTP
 // bearer token (as api.Config.Token enforces). It only describes the
 // requirement; enforcing it is the job of the handler in front.
@@ -171,6 +193,8 @@ type Server struct {
 	cancelWait                 time.Duration
 	poll                       time.Duration
 	textChannels               map[string]string
+	threadsOff                 bool
+	strategy                   runs.Strategy
 	push                       *pusher // nil: no push notifications
 	bearer                     bool
 	version                    string
@@ -185,12 +209,22 @@ type Server struct {
 type agent struct {
 	graph *pregel.Graph
 	text  string // channel receiving text parts; "" if none
-	v1    http.Handler
-	v03   http.Handler
+	// declared: text parts become the input the graph declares for
+	// text (pregel.TextInput: a user message in an agent's messages
+	// channel) rather than a string in channel text.
+	declared bool
+	// messages is the graph's channel of agent messages
+	// (agent.MessagesChannel), shown as the history of tasks on a
+	// thread; "" if the graph has none.
+	messages string
+	v1       http.Handler
+	v03      http.Handler
 }
 
 // New returns the A2A server for the graphs of svc. It panics if svc or
-// its registry is nil, as api.New does. Mount it behind the HTTP API:
+// its registry is nil, as api.New does, or if WithThreadStrategy names no
+// strategy (a programming error, as a bad pattern is for
+// http.ServeMux). Mount it behind the HTTP API:
 //
 //	h := api.New(api.Config{Service: svc})
 //	h.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true)))
@@ -207,6 +241,11 @@ func New(svc *runs.Service, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	st, err := runs.ParseStrategy(string(s.strategy))
+	if err != nil {
+		panic(fmt.Sprintf("a2a: WithThreadStrategy: %v", strings.TrimSuffix(err.Error(), ": "+runs.ErrInvalid.Error())))
+	}
+	s.strategy = st
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
@@ -235,6 +274,10 @@ func New(svc *runs.Service, opts ...Option) *Server {
 	s.agents = make(map[string]*agent)
 	for _, g := range svc.Graphs.List() {
 		a := &agent{graph: g, text: s.textChannel(g)}
+		a.declared = a.text != "" && a.text == g.TextChannel()
+		if slices.Contains(g.Channels(), agentpkg.MessagesChannel) {
+			a.messages = agentpkg.MessagesChannel
+		}
 		h := &handler{s: s, a: a}
 		a.v1 = a2asrv.NewJSONRPCHandler(h, transportOpts...)
 		a.v03 = a2av0.NewJSONRPCHandler(h, transportOpts...)
@@ -247,15 +290,24 @@ func New(svc *runs.Service, opts ...Option) *Server {
 	return s
 }
 
+// threads reports whether messages with a context id continue its
+// thread (WithThreads).
+func (s *Server) threads() bool { return !s.threadsOff && s.svc.Threads != nil }
+
 // Pattern is the http.ServeMux pattern to mount the Server at: its path
 // prefix and everything under it (Pattern, with the default prefix).
 func (s *Server) Pattern() string { return s.prefix + "/" }
 
-// textChannel picks the channel receiving a graph's text parts.
+// textChannel picks the channel receiving a graph's text parts: the one
+// WithTextChannel names, else the one the graph declares with
+// pregel.TextInput, else DefaultTextChannel if the graph has it.
 func (s *Server) textChannel(g *pregel.Graph) string {
 	ch, ok := s.textChannels[g.Name()]
 	if !ok {
 		ch = DefaultTextChannel
+		if d := g.TextChannel(); d != "" {
+			ch = d
+		}
 	}
 	for _, c := range g.Channels() {
 		if c == ch {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 
+	agentpkg "github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -82,13 +84,20 @@ func status(r runs.Run) (core.TaskState, *core.Message) {
 // interruptStatus turns pending interrupts into the question of an
 // input-required (or auth-required) task: a text part for a string
 // payload or an object's "question" (or message, prompt, text), and a data
-// part for any other payload, one per interrupt.
+// part for any other payload, one per interrupt; when the node asks again
+// because it could not use an answer, a text part saying why comes first.
 func interruptStatus(r runs.Run) (core.TaskState, *core.Message) {
 	state := core.TaskStateInputRequired
 	var parts core.ContentParts
 	pending := make([]any, 0, len(r.Interrupts))
 	for _, in := range r.Interrupts {
-		pending = append(pending, map[string]any{"id": in.ID, "node": in.Node})
+		entry := map[string]any{"id": in.ID, "node": in.Node}
+		if in.Error != "" {
+			// The node asks again: an answer it could not use came first.
+			entry["error"] = in.Error
+			parts = append(parts, core.NewTextPart("Your last answer was not accepted: "+in.Error+". Please answer again."))
+		}
+		pending = append(pending, entry)
 		if len(in.Value) > api.MaxInlineValueBytes || jsonin.Depth(in.Value, jsonin.MaxDepth) > jsonin.MaxDepth {
 			parts = append(parts, core.NewTextPart(fmt.Sprintf("the question of node %q is too large to show here; GET %s gives it", in.Node, api.InterruptHref(r.ID, in.ID))))
 			continue
@@ -178,7 +187,14 @@ func (s *Server) task(ctx context.Context, r runs.Run, v taskView) (*core.Task, 
 		Metadata:  map[string]any{MetadataKey: s.runMetadata(r)},
 	}
 	if v.history == nil || *v.history > 0 {
-		t.History = s.history(r, v)
+		h, err := s.conversation(ctx, r, v)
+		if err != nil {
+			return nil, err
+		}
+		if h == nil {
+			h = s.history(r, v)
+		}
+		t.History = h
 	}
 	if v.artifacts && r.Status == pregel.RunCompleted {
 		a, err := s.artifact(ctx, r, v.budget)
@@ -218,6 +234,73 @@ func (s *Server) history(r runs.Run, v taskView) []*core.Message {
 		out = append(out, &m)
 	}
 	return out
+}
+
+// conversation is the history of a task on a thread whose graph keeps a
+// messages channel (agent.MessagesChannel): the conversation so far, as
+// the run's latest step holds it (the thread's earlier turns, this task's
+// message and the answers so far), the newest v.history of them. A user
+// message is a user message; the assistant's messages and tool results
+// are the agent's. Text blocks become text parts, tool calls, tool
+// results and media data parts ({"tool_call": ...}). It is nil for other
+// tasks, and for a task that has no step yet (queued behind another).
+func (s *Server) conversation(ctx context.Context, r runs.Run, v taskView) ([]*core.Message, error) {
+	a := s.agents[r.Graph]
+	if r.ThreadID == "" || a == nil || a.messages == "" {
+		return nil, nil
+	}
+	cp, err := s.svc.Checkpoint(ctx, r.ID, pregel.Latest)
+	if errors.Is(err, pregel.ErrNotFound) || errors.Is(err, runs.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.internal(ctx, "load the conversation", r.ID, err)
+	}
+	var msgs []agentpkg.Message
+	if raw := cp.Values[a.messages]; len(raw) == 0 || json.Unmarshal(raw, &msgs) != nil {
+		return nil, nil
+	}
+	first := 0
+	if v.history != nil && *v.history < len(msgs) {
+		first = len(msgs) - *v.history
+	}
+	out := make([]*core.Message, 0, len(msgs)-first)
+	for i := first; i < len(msgs); i++ {
+		m := msgs[i]
+		role := core.MessageRoleAgent
+		if m.Role == agentpkg.RoleUser {
+			role = core.MessageRoleUser
+		}
+		id := m.ID
+		if id == "" {
+			id = fmt.Sprintf("%s-message-%d", r.ThreadID, i)
+		}
+		var parts core.ContentParts
+		for _, b := range m.Content {
+			text := b.ToolCall == nil && b.ToolResult == nil && b.Image == nil && b.Document == nil
+			if text && b.Text == "" {
+				continue
+			}
+			raw, _ := json.Marshal(b) // cannot fail: plain values and RawMessages read from JSON
+			// The answer's budget bounds what is embedded, as for values.
+			fitted, omitted := v.budget.Fit(map[string]json.RawMessage{"block": raw}, func(string) string { return "" })
+			var block map[string]any
+			if len(omitted) > 0 || json.Unmarshal(fitted["block"], &block) != nil {
+				parts = append(parts, core.NewTextPart("(this part is too large to show in the history)"))
+				continue
+			}
+			if text {
+				parts = append(parts, core.NewTextPart(b.Text))
+			} else {
+				parts = append(parts, core.NewDataPart(block))
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		out = append(out, &core.Message{ID: id, Role: role, TaskID: core.TaskID(r.ID), ContextID: contextOf(r), Parts: parts})
+	}
+	return out, nil
 }
 
 // inputMessage is a run's input as the user's first message. Input
@@ -358,11 +441,20 @@ func readParts(parts core.ContentParts) (content, error) {
 
 // input builds a new run's input from a message: each data part must be a
 // JSON object of channel values (merged in order), and the text parts,
-// joined by newlines, go to the agent's text channel. A message the graph
+// joined by newlines, go to the agent's text channel (as the graph's
+// pregel.TextInput makes them, when it declares one). A message the graph
 // cannot take gives a reason to reject the task.
 func (a *agent) input(c content) (json.RawMessage, string) {
 	in := make(map[string]any)
-	if len(c.texts) > 0 {
+	if len(c.texts) > 0 && a.declared {
+		raw, err := a.graph.InputFromText(strings.Join(c.texts, "\n"))
+		if err == nil {
+			err = json.Unmarshal(raw, &in)
+		}
+		if err != nil {
+			return nil, fmt.Sprintf("graph %q cannot make its input from this text: %v", a.graph.Name(), err)
+		}
+	} else if len(c.texts) > 0 {
 		in[a.text] = strings.Join(c.texts, "\n")
 	}
 	for i, d := range c.data {

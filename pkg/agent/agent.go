@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,15 @@ type ApprovalRequest struct {
 	// Kind is "tool_approval".
 	Kind     string   `json:"kind"`
 	ToolCall ToolCall `json:"tool_call"`
+	// Question says, for a person, what is asked and how to answer (A2A
+	// clients show it as the text of the input-required status).
+	Question string `json:"question,omitempty"`
+}
+
+// approvalQuestion is the Question of call's ApprovalRequest.
+func approvalQuestion(call ToolCall) string {
+	return fmt.Sprintf("Approve the call of tool %s with arguments %s? Answer \"approve\"; \"reject\" or a reason to reject it "+
+		`(or {"decision":"reject","message":"..."}); or {"decision":"edit","input":{...}} with the arguments to use instead.`, call.Name, call.Input)
 }
 
 // Decision is what an approver decided about a tool call.
@@ -69,9 +79,13 @@ const (
 	Reject  Decision = "reject"  // do not call it; tell the model Approval.Message
 )
 
-// Approval answers an [ApprovalRequest]: resume the run with it. Plain
-// text is accepted too: "approve", "reject", or any other text, which
-// rejects the call with that text as the message.
+// Approval answers an [ApprovalRequest]: resume the run with it, as an
+// object ({"decision":"approve"}, {"decision":"edit","input":{...}},
+// {"decision":"reject","message":"..."}) or as plain text: "approve",
+// "reject", or any other text, which rejects the call with that text as
+// the message. An answer of another shape (an unknown decision or field,
+// an edit without an object of arguments, a number, an empty text) is
+// refused: the run asks again, saying why.
 type Approval struct {
 	Decision Decision `json:"decision"`
 	// Input replaces the call's arguments when Decision is Edit.
@@ -80,20 +94,69 @@ type Approval struct {
 	Message string `json:"message,omitempty"`
 }
 
-// UnmarshalJSON reads an Approval from its object or from plain text.
+// approvalShapes is what an error about a refused answer tells the
+// approver to send.
+const approvalShapes = `answer "approve", "reject" or a reason to reject, or an object {"decision": "approve" | "reject" | "edit", "message": "why (reject)", "input": {the arguments (edit)}}`
+
+// UnmarshalJSON reads an Approval from its object or from plain text, and
+// refuses answers of any other shape with a message that says what to
+// send.
 func (a *Approval) UnmarshalJSON(b []byte) error {
-	var text string
-	if err := json.Unmarshal(b, &text); err == nil {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return fmt.Errorf("the answer is empty; %s", approvalShapes)
+	}
+	switch b[0] {
+	case '"':
+		var text string
+		if err := json.Unmarshal(b, &text); err != nil {
+			return err
+		}
 		switch d := Decision(strings.ToLower(strings.TrimSpace(text))); d {
 		case Approve, Reject:
 			*a = Approval{Decision: d}
+		case Edit:
+			return fmt.Errorf(`an edit needs the new arguments: answer {"decision": "edit", "input": {...}}`)
+		case "":
+			return fmt.Errorf("the answer is empty; %s", approvalShapes)
 		default:
-			*a = Approval{Decision: Reject, Message: text}
+			*a = Approval{Decision: Reject, Message: strings.TrimSpace(text)}
 		}
 		return nil
+	case '{':
+	default:
+		kind := "a number"
+		switch b[0] {
+		case '[':
+			kind = "an array"
+		case 't', 'f':
+			kind = "a boolean"
+		case 'n':
+			kind = "null"
+		}
+		return fmt.Errorf("the answer is %s, not text or an object; %s", kind, approvalShapes)
 	}
 	type plain Approval
-	return json.Unmarshal(b, (*plain)(a))
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("the answer does not fit (%v); %s", err, approvalShapes)
+	}
+	p.Decision = Decision(strings.ToLower(strings.TrimSpace(string(p.Decision))))
+	switch p.Decision {
+	case Approve, Reject:
+	case Edit:
+		if in := bytes.TrimSpace(p.Input); len(in) == 0 || in[0] != '{' {
+			return fmt.Errorf(`an edit needs "input": an object of the tool's arguments, e.g. {"decision": "edit", "input": {...}}`)
+		}
+	case "":
+		return fmt.Errorf(`the answer has no "decision"; %s`, approvalShapes)
+	default:
+		return fmt.Errorf(`the decision %q is not approve, edit or reject; %s`, p.Decision, approvalShapes)
+	}
+	*a = Approval(p)
+	return nil
 }
 
 // Config configures the prebuilt agent.
@@ -128,6 +191,12 @@ type Config struct {
 	Generate bool
 	// Concurrency bounds the tool calls that run at once (default 16).
 	Concurrency int
+	// RemoteTools marks the tool node remote (pregel.Remote): on the
+	// serverless runtime each tool call is a message to the node function
+	// (a Lambda invocation of its own, with its own timeout), not a task
+	// of the tick function; for slow tools. The embedded runtime runs
+	// them in process either way.
+	RemoteTools bool
 }
 
 // New builds the prebuilt agent: a model node that answers the
@@ -173,10 +242,20 @@ func New(cfg Config) (*pregel.Graph, error) {
 	b := Register(pregel.NewGraph[State](cfg.Name)).Describe(cfg.Description)
 	b.AddNode(ModelNode, m, pregel.Writes("messages", "usage"), pregel.WithRetry(modelRetry),
 		pregel.Describe("Model", "Answers the conversation, possibly asking for tools"))
-	b.AddNode(ToolsNode, tn, pregel.Writes("messages"), pregel.WithRetry(cfg.ToolRetry),
-		pregel.Describe("Tools", "Runs one tool call of the model's last turn"))
+	toolsDesc := "Runs one tool call of the model's last turn"
+	if len(cfg.Approve) > 0 {
+		toolsDesc += fmt.Sprintf(". A call of %s waits for a person's approval (the run is interrupted; over A2A the task is input-required): %s",
+			strings.Join(cfg.Approve, ", "), approvalShapes)
+	}
+	toolOpts := []pregel.NodeOption{pregel.Writes("messages"), pregel.WithRetry(cfg.ToolRetry),
+		pregel.Describe("Tools", toolsDesc)}
+	if cfg.RemoteTools {
+		toolOpts = append(toolOpts, pregel.Remote())
+	}
+	b.AddNode(ToolsNode, tn, toolOpts...)
 	b.AddEdge(pregel.Start, ModelNode)
-	b.AddFanOut(ModelNode, ToolsNode, pendingCalls)
+	// A turn without tool calls ends the run in its own superstep.
+	b.AddFanOut(ModelNode, ToolsNode, pendingCalls, pregel.EmptyFanOutEnds())
 	b.AddConditionalEdges(ToolsNode, afterTools, ModelNode, pregel.End)
 	opts := []pregel.CompileOption{pregel.MaxSteps(2 * cfg.MaxTurns), Declare()}
 	if cfg.Concurrency > 0 {
@@ -302,7 +381,7 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 	}
 	input := call.Input
 	if slices.Contains(t.cfg.Approve, call.Name) {
-		ans, err := pregel.Interrupt[Approval](ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call})
+		ans, err := pregel.Interrupt[Approval](ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call, Question: approvalQuestion(call)})
 		if err != nil {
 			return State{}, err
 		}

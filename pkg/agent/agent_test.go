@@ -301,7 +301,7 @@ func TestApproval(t *testing.T) {
 		{"reject", agent.Approval{Decision: agent.Reject, Message: "refunds over 1 dollar need a manager"}, "", "the user rejected this call: refunds over 1 dollar need a manager", true},
 		{"plain text approve", json.RawMessage(`"approve"`), "refund:A-1:500", "refunded 500 cents on A-1", false},
 		{"plain text reason rejects", json.RawMessage(`"not without a receipt"`), "", "the user rejected this call: not without a receipt", true},
-		{"unknown decision", agent.Approval{Decision: "maybe"}, "", `"maybe" is not approve, edit or reject`, true},
+		{"decision in capitals", json.RawMessage(`{"decision":"APPROVE"}`), "refund:A-1:500", "refunded 500 cents on A-1", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -323,6 +323,9 @@ func TestApproval(t *testing.T) {
 			var req agent.ApprovalRequest
 			if err := json.Unmarshal(res.Interrupts[0].Value, &req); err != nil || req.Kind != "tool_approval" || req.ToolCall.ID != "t2" {
 				t.Fatalf("interrupt value %s (%v)", res.Interrupts[0].Value, err)
+			}
+			if !strings.Contains(req.Question, `tool refund with arguments {"order_id":"A-1","cents":500}`) || !strings.Contains(req.Question, `"decision":"edit"`) {
+				t.Fatalf("question %q does not show the call and how to answer", req.Question)
 			}
 			if c.get("lookup:A-1") != 1 || len(c.n) != 1 {
 				t.Fatalf("before approval: %v", c.n)
@@ -352,6 +355,65 @@ func TestApproval(t *testing.T) {
 			}
 			if a, ok := tt.answer.(agent.Approval); ok && a.Decision == agent.Edit && string(r.EditedInput) != string(a.Input) {
 				t.Fatalf("edited input %s, want %s", r.EditedInput, a.Input)
+			}
+		})
+	}
+}
+
+// An answer of the wrong shape is not taken for a decision: the run asks
+// the same question again with the reason, nothing is called, and a good
+// answer then goes through.
+func TestApprovalBadAnswersAskAgain(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer json.RawMessage
+		reason string
+	}{
+		{"number", json.RawMessage(`42`), "not text or an object"},
+		{"array", json.RawMessage(`["approve"]`), "not text or an object"},
+		{"empty text", json.RawMessage(`"  "`), "the answer is empty"},
+		{"edit as text", json.RawMessage(`"edit"`), "an edit needs the new arguments"},
+		{"unknown decision", json.RawMessage(`{"decision":"maybe"}`), `the decision "maybe" is not approve, edit or reject`},
+		{"no decision", json.RawMessage(`{"approved":true}`), `unknown field "approved"`},
+		{"edit without input", json.RawMessage(`{"decision":"edit"}`), `an edit needs "input"`},
+		{"edit with text input", json.RawMessage(`{"decision":"edit","input":"500 cents"}`), `an edit needs "input"`},
+		{"message of the wrong type", json.RawMessage(`{"decision":"reject","message":7}`), "does not fit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			var c calls
+			model := agent.ScriptedTurns(
+				answer(toolCall("t1", "lookup_order", `{"order_id":"A-1"}`), toolCall("t2", "refund", `{"order_id":"A-1","cents":500}`)),
+				answer(agent.Block{Text: "Done."}),
+			)
+			g, err := agent.New(agent.Config{Model: model, Tools: []agent.Tool{lookupTool(t, &c, nil), refundTool(t, &c)}, Approve: []string{"refund"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := pregel.NewMemoryStore()
+			res, err := g.Run(ctx, agent.TextInput("refund A-1"), pregel.WithRunID("r"), pregel.WithStore(store))
+			if err != nil || res.Status != pregel.RunInterrupted || len(res.Interrupts) != 1 {
+				t.Fatalf("run: %v %v %+v", res.Status, err, res.Interrupts)
+			}
+			first := res.Interrupts[0]
+			res, err = g.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume(tt.answer))
+			if err != nil || res.Status != pregel.RunInterrupted || len(res.Interrupts) != 1 {
+				t.Fatalf("resume with %s: %v %v %+v, want the question asked again", tt.answer, res.Status, err, res.Interrupts)
+			}
+			again := res.Interrupts[0]
+			if again.ID != first.ID || string(again.Value) != string(first.Value) || !strings.Contains(again.Error, tt.reason) {
+				t.Fatalf("asked again %+v, want interrupt %s with a reason containing %q", again, first.ID, tt.reason)
+			}
+			if c.get("lookup:A-1") != 1 || len(c.n) != 1 {
+				t.Fatalf("calls after a bad answer: %v", c.n)
+			}
+			res, err = g.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume("approve"))
+			if err != nil || res.Status != pregel.RunCompleted {
+				t.Fatalf("resume with approve: %v %v", res.Status, err)
+			}
+			if c.get("lookup:A-1") != 1 || c.get("refund:A-1:500") != 1 || len(c.n) != 2 {
+				t.Fatalf("calls %v, want the lookup and the refund once", c.n)
 			}
 		})
 	}

@@ -480,6 +480,18 @@ func TestRunEndpoints(t *testing.T) {
 	if latest.Step != 2 || !latest.Done() {
 		t.Errorf("latest checkpoint = %+v", latest)
 	}
+	// Each task says when it ran, in the run, its steps and checkpoints.
+	for _, ts := range []pregel.TaskStatus{d.Steps[1].Tasks[0], d.Steps[2].Tasks[0], cl.Checkpoints[1].Tasks[0], cp.Tasks[0], latest.Tasks[0]} {
+		if ts.Started.IsZero() || ts.Finished.Before(ts.Started) || ts.Started.Before(run.CreatedAt.Add(-time.Second)) {
+			t.Errorf("task %s ran from %v to %v (run created %v)", ts.Node, ts.Started, ts.Finished, run.CreatedAt)
+		}
+	}
+	if d.Steps[2].Tasks[0].Started.Before(d.Steps[1].Tasks[0].Finished) {
+		t.Errorf("step 2 began at %v, before step 1 ended at %v", d.Steps[2].Tasks[0].Started, d.Steps[1].Tasks[0].Finished)
+	}
+	if !cp.Tasks[0].Started.Equal(d.Steps[1].Tasks[0].Started) {
+		t.Errorf("checkpoint 1 and the run disagree on when upper started: %v, %v", cp.Tasks[0].Started, d.Steps[1].Tasks[0].Started)
+	}
 
 	// HEAD works where GET does.
 	if res := e.do("HEAD", "/v1/runs/r1", nil); res.status != http.StatusOK || len(res.body) != 0 {

@@ -149,6 +149,13 @@ type StreamReset struct {
 // whose record shows it stopped before its stream does.
 const streamGrace = time.Second
 
+// StreamDeadlineMargin is how long before its request's deadline a stream
+// ends: a server that gives requests a deadline (a Lambda function's
+// timeout, see pkg/serverless) has the stream end cleanly, with a comment
+// saying so, rather than be cut off; the client reconnects with the
+// Last-Event-ID of the last event it got.
+const StreamDeadlineMargin = time.Second
+
 // streamWriteTimeout bounds each write to a stream: a client that reads
 // nothing for that long is disconnected (it resumes with Last-Event-ID).
 const streamWriteTimeout = 30 * time.Second
@@ -242,8 +249,16 @@ func (s *sseStream) run(after int64) {
 		idle      bool              // the last wait for an event timed out
 		graceEnds time.Time         // the record is final; the stream should be soon
 		beat      = time.Now().Add(s.h.heartbeat)
+		endAt     time.Time // the request's deadline, less the margin
 	)
+	if d, ok := ctx.Deadline(); ok {
+		endAt = d.Add(-StreamDeadlineMargin)
+	}
 	for {
+		if !endAt.IsZero() && !time.Now().Before(endAt) {
+			_ = s.comment("the stream ends here, before the server's time limit; reconnect with the Last-Event-ID of the last event received to go on")
+			return
+		}
 		if check {
 			check = false
 			rec, err := s.h.svc.Get(ctx, s.id)
@@ -273,6 +288,9 @@ func (s *sseStream) run(after int64) {
 		wait := time.Until(beat)
 		if !graceEnds.IsZero() {
 			wait = min(wait, max(time.Until(graceEnds), 10*time.Millisecond))
+		}
+		if !endAt.IsZero() {
+			wait = min(wait, max(time.Until(endAt), 0))
 		}
 		ev, err := cur.NextWithin(ctx, wait)
 		idle = errors.Is(err, runs.ErrNoEvent)

@@ -46,9 +46,17 @@ type streamEnv struct {
 	gate    chan struct{}
 	emitted chan struct{}
 	token   string
+	// deadline, if set, is the deadline the server gives each request
+	// (as a Lambda function's timeout does).
+	deadline time.Duration
 }
 
 type streamOption func(*api.Config, *sqlite.Store)
+
+// streamDeadline gives each request a deadline d after it starts.
+func streamDeadline(e *streamEnv, d time.Duration) streamOption {
+	return func(*api.Config, *sqlite.Store) { e.deadline = d }
+}
 
 func streamToken(tok string) streamOption {
 	return func(c *api.Config, _ *sqlite.Store) { c.Token = tok }
@@ -64,7 +72,13 @@ func streamRetention(n int) streamOption {
 
 func newStreamEnv(t testing.TB, opts ...streamOption) *streamEnv {
 	t.Helper()
-	e := &streamEnv{t: t, gate: make(chan struct{}), emitted: make(chan struct{})}
+	return newStreamEnvWith(t, &streamEnv{}, opts...)
+}
+
+// newStreamEnvWith is newStreamEnv on e, which opts may refer to.
+func newStreamEnvWith(t testing.TB, e *streamEnv, opts ...streamOption) *streamEnv {
+	t.Helper()
+	e.t, e.gate, e.emitted = t, make(chan struct{}), make(chan struct{})
 	var once sync.Once
 
 	fan := pregel.NewGraph[fanState]("fan")
@@ -151,7 +165,16 @@ func newStreamEnv(t testing.TB, opts ...streamOption) *streamEnv {
 	e.token = cfg.Token
 	// Small socket buffers on the server's side, so that a client that
 	// stops reading blocks the server's writes soon.
-	e.srv = httptest.NewUnstartedServer(api.New(cfg))
+	var h http.Handler = api.New(cfg)
+	if e.deadline > 0 {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), e.deadline)
+			defer cancel()
+			inner.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	e.srv = httptest.NewUnstartedServer(h)
 	e.srv.Listener = smallBuffers{e.srv.Listener}
 	e.srv.Start()
 	t.Cleanup(func() {
@@ -855,5 +878,49 @@ func TestStreamEndsAtShutdown(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream of a pending run is still open 5 s after the scheduler shut down")
+	}
+}
+
+// TestStreamEndsBeforeDeadline checks the stream of a server that gives
+// requests a deadline (a Lambda function): it ends cleanly a margin
+// before it, without an end event and with a comment saying to
+// reconnect, and the reconnection with Last-Event-ID gives the rest.
+func TestStreamEndsBeforeDeadline(t *testing.T) {
+	const deadline = 1500 * time.Millisecond
+	e := &streamEnv{}
+	newStreamEnvWith(t, e, streamDeadline(e, deadline))
+	e.create("gated", "t1", `{"n": 2}`)
+	start := time.Now()
+	c := e.stream("t1", "mode=events")
+	var first []sse
+	for {
+		m, err := c.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = append(first, m)
+	}
+	took := time.Since(start)
+	if took > deadline || took < deadline-api.StreamDeadlineMargin-200*time.Millisecond {
+		t.Errorf("the stream ended after %v; want about %v (the deadline less the margin)", took, deadline-api.StreamDeadlineMargin)
+	}
+	if len(first) == 0 || slices.ContainsFunc(first, func(m sse) bool { return m.event == "end" }) {
+		t.Fatalf("before the deadline: %d messages (end among them?); want the run's first events and no end", len(first))
+	}
+	close(e.gate)
+	last := first[len(first)-1].id
+	c2 := e.stream("t1", "mode=events", "Last-Event-ID", last)
+	rest := c2.all(t)
+	if end := endOf(t, rest); end.Status != pregel.RunCompleted {
+		t.Errorf("end after reconnecting: %+v", end)
+	}
+	all := events(t, append(first, rest...))
+	for i, ev := range all {
+		if ev.ID != int64(i+1) {
+			t.Fatalf("event %d of the two streams has id %d: missed or repeated", i, ev.ID)
+		}
 	}
 }

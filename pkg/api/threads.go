@@ -52,6 +52,12 @@ type Thread struct {
 	QueuedRunIDs []string `json:"queued_run_ids,omitempty"`
 	// Head is the step the next run starts from when none is active.
 	Head *runs.StepRef `json:"head,omitempty"`
+	// ForkedFrom is the thread this one was forked from; Forks are the
+	// threads forked from this one (it cannot be deleted before them).
+	ForkedFrom string   `json:"forked_from,omitempty"`
+	Forks      []string `json:"forks,omitempty"`
+	// Deleting says a deletion began and was cut short: DELETE again.
+	Deleting bool `json:"deleting,omitempty"`
 }
 
 func threadView(t runs.Thread) Thread {
@@ -60,7 +66,8 @@ func threadView(t runs.Thread) Thread {
 		status = "busy"
 	}
 	return Thread{ThreadID: t.ID, Metadata: t.Metadata, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Status: status, ActiveRunID: t.Active, QueuedRunIDs: t.Queue, Head: t.Head}
+		Status: status, ActiveRunID: t.Active, QueuedRunIDs: t.Queue, Head: t.Head,
+		ForkedFrom: t.ForkedFrom, Forks: t.Forks, Deleting: t.Deleting}
 }
 
 // ThreadList is the body of GET /v1/threads: newest thread first.

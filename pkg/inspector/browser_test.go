@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -459,8 +461,84 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.shot("13-nested")
 	b.clean("nested")
 
+	// The assistant: answered in the page; then the time each task took,
+	// the tokens per node and for the run, and the model's streamed text.
+	ain, err := os.ReadFile(filepath.Join("..", "..", "examples", "assistant", "input.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.Create(ctx, "assistant", runs.CreateRequest{Input: ain, RunID: "a1"}); err != nil {
+		t.Fatal(err)
+	}
+	b.run("open the assistant run", chromedp.Navigate(srv.URL+"/#/runs/a1"),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="interrupted"]`)),
+		chromedp.WaitVisible(`//div[@id="stream-output"]//span[@class="text"][contains(., "I will refund it in full.")]`))
+	b.run("approve the refund", setValue(`textarea.answer`, `"approve"`), chromedp.Click(chromedp.CSS(`#answer`)),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="completed"]`)),
+		chromedp.WaitVisible(`//div[@id="stream-output"]//span[@class="text"][contains(., "Here is what I found.")]`),
+		chromedp.WaitVisible(chromedp.CSS(`#usage tr[data-usage="(run)"]`)))
+	b.clean("assistant completed")
+	usage := read(b, "read the usage", chromedp.Evaluate[[][]string](`[...document.querySelectorAll('#usage tr[data-usage]')].map((tr) => [...tr.cells].map((c) => c.textContent))`))
+	if want := [][]string{{"model", "440", "60", "500"}, {"(run)", "440", "60", "500"}}; fmt.Sprint(usage) != fmt.Sprint(want) {
+		t.Errorf("the usage table shows %q, want %q", usage, want)
+	}
+	// Every task of the timeline shows how long it took, as the API says.
+	detail, err := svc.History(ctx, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type task struct {
+		step int
+		node string
+	}
+	wantTook := map[task][]int64{} // µs
+	for _, s := range detail {
+		for _, ts := range s.Tasks {
+			if ts.Started.IsZero() || ts.Finished.Before(ts.Started) {
+				t.Errorf("step %d task %s has no times: %+v", s.Step, ts.Node, ts)
+			}
+			k := task{s.Step, ts.Node}
+			wantTook[k] = append(wantTook[k], ts.Duration().Microseconds())
+		}
+	}
+	type chip struct {
+		Step int    `json:"step,string"`
+		Node string `json:"node"`
+		Took int64  `json:"took,string"`
+		Text string `json:"text"`
+	}
+	shown := read(b, "read the durations", chromedp.Evaluate[[]chip](`[...document.querySelectorAll('#timeline tr[data-step]')].flatMap((tr) =>
+		[...tr.querySelectorAll('.chip[data-node]')].map((c) => ({step: tr.dataset.step, node: c.dataset.node, took: c.dataset.tookUs, text: c.textContent})))`))
+	for _, sh := range shown {
+		k := task{sh.Step, sh.Node}
+		i := slices.IndexFunc(wantTook[k], func(us int64) bool { return max(us-sh.Took, sh.Took-us) <= 1 })
+		if i < 0 {
+			t.Errorf("the timeline shows step %d task %s took %dµs; the API says %v", sh.Step, sh.Node, sh.Took, wantTook[k])
+			continue
+		}
+		wantTook[k] = slices.Delete(wantTook[k], i, i+1)
+		if !regexp.MustCompile(`\d(µs|ms|s) `).MatchString(sh.Text + " ") {
+			t.Errorf("the chip of step %d task %s shows no duration: %q", sh.Step, sh.Node, sh.Text)
+		}
+	}
+	for k, left := range wantTook {
+		if len(left) > 0 {
+			t.Errorf("step %d task %s is not in the timeline (%v)", k.step, k.node, left)
+		}
+	}
+	if cells := read(b, "read step durations", chromedp.Evaluate[int](`[...document.querySelectorAll('#timeline td.step-took')].filter((td) => /\d(µs|ms|s)$/.test(td.textContent)).length`)); cells < len(detail)-1 {
+		t.Errorf("%d steps show how long they took, want %d", cells, len(detail)-1)
+	}
+	b.run("open the model node", chromedp.Click(chromedp.CSS(`#run-graph g.node[data-node="model"]`)),
+		chromedp.WaitVisible(`//div[@id="node-details"]//h3[. = "Tokens"]`))
+	if took := read(b, "read the model's executions", chromedp.Evaluate[int](`[...document.querySelectorAll('#node-details td.num')].filter((td) => /\d(µs|ms|s)$/.test(td.textContent)).length`)); took != 3 {
+		t.Errorf("the model's executions show %d durations, want 3", took)
+	}
+	b.shot("14-assistant")
+	b.clean("assistant")
+
 	// An unknown run in the URL.
 	b.run("open an unknown run", chromedp.Navigate(srv.URL+"/#/runs/no-such-run"))
 	b.expectError(`run "no-such-run" does not exist`)
-	b.shot("14-unknown-run")
+	b.shot("15-unknown-run")
 }

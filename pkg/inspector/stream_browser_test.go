@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,18 +23,42 @@ type gateState struct {
 	Log []string `json:"log,omitempty" reduce:"append"`
 }
 
-// TestInspectorFollowsStream checks that a run page of a server without a
-// token follows the run's SSE stream instead of polling: while a node
-// waits, the page reads the run record only now and then, and it shows the
-// run completed as soon as the node is let go.
+// TestInspectorFollowsStream checks that a run page follows the run's SSE
+// stream instead of polling, with and without a token (the page reads the
+// stream with fetch, which sends the Authorization header): while a node
+// waits, the page reads the run record only now and then and shows the
+// text the node streamed so far; when the stream drops it reconnects with
+// Last-Event-ID and shows nothing twice; and it shows the run completed
+// as soon as the node is let go.
 func TestInspectorFollowsStream(t *testing.T) {
+	for _, tok := range []string{"", token} {
+		name := "no token"
+		if tok != "" {
+			name = "token"
+		}
+		t.Run(name, func(t *testing.T) { testFollowsStream(t, tok) })
+	}
+}
+
+// streamReq is what the page sent to open a stream.
+type streamReq struct{ auth, lastID string }
+
+func testFollowsStream(t *testing.T, tok string) {
 	gate := make(chan struct{})
 	b0 := pregel.NewGraph[gateState]("gate")
 	b0.AddFunc("wait", func(ctx context.Context, s gateState) (gateState, error) {
+		for _, w := range []string{"Hello", " from", " the"} {
+			if err := pregel.Emit(ctx, pregel.MessageToken, map[string]string{"text": w}); err != nil {
+				return gateState{}, err
+			}
+		}
 		select {
 		case <-gate:
 		case <-ctx.Done():
 			return gateState{}, ctx.Err()
+		}
+		if err := pregel.Emit(ctx, pregel.MessageToken, map[string]string{"text": " gate."}); err != nil {
+			return gateState{}, err
 		}
 		return gateState{Log: []string{"wait"}}, nil
 	}, pregel.Writes("log"))
@@ -61,14 +86,34 @@ func TestInspectorFollowsStream(t *testing.T) {
 		_ = sched.Shutdown(context.Background(), time.Second)
 	})
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Logger: logger}
-	var polls, streams atomic.Int32
-	h := inspector.New(api.New(api.Config{Service: svc, Logger: logger}))
+	var (
+		polls atomic.Int32
+		mu    sync.Mutex
+		reqs  []streamReq
+	)
+	streams := func() []streamReq {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]streamReq(nil), reqs...)
+	}
+	h := inspector.New(api.New(api.Config{Service: svc, Logger: logger, Token: tok}))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/v1/runs/g1":
 			polls.Add(1)
 		case strings.HasSuffix(r.URL.Path, "/stream"):
-			streams.Add(1)
+			mu.Lock()
+			authorized := tok == "" || r.Header.Get("Authorization") == "Bearer "+tok
+			if authorized {
+				reqs = append(reqs, streamReq{r.Header.Get("Authorization"), r.Header.Get("Last-Event-ID")})
+			}
+			first := authorized && len(reqs) == 1
+			mu.Unlock()
+			if first { // the first stream drops after a moment
+				ctx, cancel := context.WithTimeout(r.Context(), 400*time.Millisecond)
+				defer cancel()
+				r = r.WithContext(ctx)
+			}
 		}
 		h.ServeHTTP(w, r)
 	}))
@@ -78,17 +123,33 @@ func TestInspectorFollowsStream(t *testing.T) {
 	}
 
 	b := newBrowser(t)
-	b.run("open the run", chromedp.Navigate(srv.URL+"/#/runs/g1"),
-		chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="running"]`)))
-	time.Sleep(500 * time.Millisecond) // the stream opens
+	b.run("open the run", chromedp.Navigate(srv.URL+"/#/runs/g1"))
+	if tok != "" {
+		b.run("give the token", chromedp.WaitVisible(chromedp.CSS(`#token-input`)),
+			chromedp.SendKeys(chromedp.CSS(`#token-input`), tok), chromedp.Click(chromedp.CSS(`#token-submit`)))
+	}
+	b.run("see it run", chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="running"]`)),
+		chromedp.WaitVisible(`//div[@id="stream-output"]//span[@class="text"][. = "Hello from the"]`))
+	b.shot("stream-" + strings.ReplaceAll(t.Name()[len("TestInspectorFollowsStream/"):], " ", "-") + "-running")
+	time.Sleep(1500 * time.Millisecond) // the first stream drops and the page reconnects
 	before := polls.Load()
 	time.Sleep(3 * time.Second) // polling would read the run 3 times
-	if n := polls.Load() - before; n > 1 || streams.Load() == 0 {
-		t.Errorf("in 3 s of a waiting run the page read the run %d times and opened %d streams; want at most 1 read, and the stream", n, streams.Load())
+	got := streams()
+	if n := polls.Load() - before; n > 1 || len(got) < 2 {
+		t.Errorf("in 3 s of a waiting run the page read the run %d times and opened %d streams; want at most 1 read, and the stream reopened after it dropped", n, len(got))
+	}
+	if len(got) >= 2 && (got[1].lastID == "" || got[0].lastID != "") {
+		t.Errorf("stream requests had Last-Event-ID %q then %q; want none, then the last event read", got[0].lastID, got[1].lastID)
+	}
+	for i, r := range got {
+		if tok != "" && r.auth != "Bearer "+tok {
+			t.Errorf("stream request %d had Authorization %q", i, r.auth)
+		}
 	}
 	close(gate)
 	start := time.Now()
-	b.run("see it complete", chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="completed"]`)))
+	b.run("see it complete", chromedp.WaitVisible(chromedp.CSS(`#run-status [data-status="completed"]`)),
+		chromedp.WaitVisible(`//div[@id="stream-output"]//span[@class="text"][. = "Hello from the gate."]`))
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the page showed the run completed %v after it did", d)
 	}

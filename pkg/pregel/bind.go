@@ -50,7 +50,7 @@ func (b *Builder[S]) bind(g *Graph) {
 				if err != nil {
 					return nil, fmt.Errorf("fan-out from %q: %w", from, err)
 				}
-				if len(items) == 0 {
+				if len(items) == 0 && !f.emptyEnds {
 					out = append(out, Trigger{Node: f.to, From: []string{from}, Send: true, Skip: "fan-out from " + from + " produced no items"})
 				}
 				for i, it := range items {

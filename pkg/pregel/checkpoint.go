@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 )
 
 // Checkpoint is the durable state of a run after a committed superstep.
@@ -43,13 +44,19 @@ type Checkpoint struct {
 	// channels the step wrote, and a store that commits such a checkpoint
 	// keeps the stored values of these channels.
 	Unloaded map[string]bool `json:"-"`
+
+	// layouts holds the segments of the array channels stored in
+	// segments (see segments.go): what the next step may keep.
+	layouts map[string]layout
 }
 
-// Changed lists the channels this checkpoint's step wrote, sorted.
+// Changed lists the channels this checkpoint's step wrote, sorted. The
+// segments of the stored form ([PackSegments]) are not channels: it does
+// not list them.
 func (cp *Checkpoint) Changed() []string {
 	var out []string
 	for ch, v := range cp.Versions {
-		if v == cp.Step {
+		if v == cp.Step && !IsSegment(ch) {
 			out = append(out, ch)
 		}
 	}
@@ -154,6 +161,11 @@ type TaskResult struct {
 	Resume map[string]json.RawMessage `json:"resume,omitempty"`
 	// DrainRequest is set when the node asked the run to drain.
 	DrainRequest string `json:"drain_request,omitempty"`
+	// Started and Finished are when the task's execution began and
+	// ended (its last execution, for a task resumed after an interrupt),
+	// in UTC; zero for a result that did not come from an execution.
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
 }
 
 // Final reports whether the result is settled: every status but interrupted.
@@ -167,6 +179,18 @@ type TaskStatus struct {
 	Reason   string     `json:"reason,omitempty"`
 	Attempts int        `json:"attempts,omitempty"`
 	Error    string     `json:"error,omitempty"`
+	// Started and Finished are when the task ran (see
+	// TaskResult.Started); zero when unknown.
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// Duration is how long the task ran; zero when its times are unknown.
+func (s TaskStatus) Duration() time.Duration {
+	if s.Started.IsZero() || s.Finished.IsZero() {
+		return 0
+	}
+	return s.Finished.Sub(s.Started)
 }
 
 // InterruptInfo is a pause requested by a node through [Interrupt].

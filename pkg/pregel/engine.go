@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // Errors of runs.
@@ -92,12 +93,14 @@ func (g *Graph) Execute(ctx context.Context, t Task, values map[string]json.RawM
 }
 
 func (g *Graph) execute(ctx context.Context, t Task, values map[string]json.RawMessage, resume map[string]json.RawMessage) (TaskResult, *taskContext) {
+	start := time.Now().UTC()
 	n := g.nodes[t.Node()]
 	tc := &taskContext{info: TaskInfo{RunID: t.RunID, Step: t.Step, TaskID: t.ID, Node: t.Node()}, trigger: t.Trigger, resume: resume, sink: sinkFrom(ctx)}
 	if n == nil {
-		return TaskResult{TaskID: t.ID, Node: t.Node(), Status: NodeFailed, Error: fmt.Sprintf("graph %q has no node %q", g.name, t.Node())}, tc
+		return TaskResult{TaskID: t.ID, Node: t.Node(), Status: NodeFailed, Error: fmt.Sprintf("graph %q has no node %q", g.name, t.Node()), Started: start, Finished: start}, tc
 	}
 	res := n.run(withTask(ctx, tc), tc, values)
+	res.Started, res.Finished = start, time.Now().UTC()
 	res.DrainRequest = tc.drainRequest()
 	if len(resume) > 0 && res.Status == NodeInterrupted {
 		res.Resume = resume
@@ -190,7 +193,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 	barriersCopied := false
 	for i, t := range tasks {
 		r := ordered[i]
-		next.Tasks = append(next.Tasks, TaskStatus{TaskID: t.ID, Node: t.Node(), Status: r.Status, Reason: r.Reason, Attempts: r.Attempts, Error: r.Error})
+		next.Tasks = append(next.Tasks, TaskStatus{TaskID: t.ID, Node: t.Node(), Status: r.Status, Reason: r.Reason, Attempts: r.Attempts, Error: r.Error, Started: r.Started, Finished: r.Finished})
 		next.Counters.add(r.Status)
 		if next.DrainRequest == "" {
 			next.DrainRequest = r.DrainRequest
@@ -265,6 +268,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		next.Barriers = nil
 	}
 	next.Next = frontier.list
+	next.layouts = g.segmentLayouts(cp, next)
 	status := RunRunning
 	if next.Done() {
 		status = RunCompleted

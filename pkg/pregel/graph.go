@@ -30,16 +30,18 @@ type Builder[S any] struct {
 	description string
 	schema      *schema[S]
 	reducers    map[string]Reducer
-	nodes       map[string]*builderNode[S]
-	order       []string
-	edges       [][2]string
-	joins       []join
-	routers     []*builderRouter[S]
-	fanouts     []*builderFanOut[S]
-	before      []func(context.Context, NodeInfo, S) Decision
-	after       []func(context.Context, NodeReport, S)
-	validate    func(S) error
-	errs        []error
+	// appendReducers names the reducers registered with AppendReducer.
+	appendReducers map[string]bool
+	nodes          map[string]*builderNode[S]
+	order          []string
+	edges          [][2]string
+	joins          []join
+	routers        []*builderRouter[S]
+	fanouts        []*builderFanOut[S]
+	before         []func(context.Context, NodeInfo, S) Decision
+	after          []func(context.Context, NodeReport, S)
+	validate       func(S) error
+	errs           []error
 }
 
 type builderNode[S any] struct {
@@ -56,6 +58,9 @@ type builderRouter[S any] struct {
 type builderFanOut[S any] struct {
 	from, to string
 	fn       func(context.Context, S) ([]any, error)
+	// emptyEnds: no items plan no task (the branch ends), rather than
+	// one skipped task of to.
+	emptyEnds bool
 }
 
 type join struct {
@@ -91,6 +96,29 @@ func (b *Builder[S]) Reducer(name string, r Reducer) *Builder[S] {
 		return b
 	}
 	b.reducers[name] = r
+	return b
+}
+
+// AppendReducer registers, like [Builder.Reducer], a reducer whose values
+// are JSON arrays that updates mostly extend at the end (the messages of a
+// conversation, an event log). Stores keep the value of a channel with
+// such a reducer in segments and write, at each step that changes it, only
+// the segments from the first one the step changed: a step that appends k
+// elements stores those k, whatever the array's length. The built-in
+// "append" reducer is one. A reducer registered with Reducer has its
+// channel stored whole at every step that changes it.
+//
+// Nothing is required of r for correctness: a step that rewrites the
+// array from its start stores it whole. Values that are not arrays are
+// stored whole.
+func (b *Builder[S]) AppendReducer(name string, r Reducer) *Builder[S] {
+	b.Reducer(name, r)
+	if r != nil {
+		if b.appendReducers == nil {
+			b.appendReducers = map[string]bool{}
+		}
+		b.appendReducers[name] = true
+	}
 	return b
 }
 
@@ -169,15 +197,36 @@ func (b *Builder[S]) AddConditionalEdges(from string, router func(ctx context.Co
 // AddFanOut runs one task of node to per item that fn returns, all in the
 // superstep after from finishes; each task reads its item with [Arg].
 // Results reach the state through reducers, so the channels to writes
-// need one (a join or edge after to collects them).
-func (b *Builder[S]) AddFanOut(from, to string, fn func(ctx context.Context, state S) ([]any, error)) *Builder[S] {
+// need one (a join or edge after to collects them). When fn returns no
+// items, one skipped task of to is planned, so that the edges, joins and
+// routers after to still fire; [EmptyFanOutEnds] ends the branch instead.
+func (b *Builder[S]) AddFanOut(from, to string, fn func(ctx context.Context, state S) ([]any, error), opts ...FanOutOption) *Builder[S] {
 	if fn == nil {
 		b.errs = append(b.errs, fmt.Errorf("fan-out from %q to %q needs a function", from, to))
 		return b
 	}
-	b.fanouts = append(b.fanouts, &builderFanOut[S]{from: from, to: to, fn: fn})
+	f := &builderFanOut[S]{from: from, to: to, fn: fn}
+	var o fanOutOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f.emptyEnds = o.emptyEnds
+	b.fanouts = append(b.fanouts, f)
 	return b
 }
+
+// FanOutOption configures AddFanOut.
+type FanOutOption func(*fanOutOptions)
+
+type fanOutOptions struct{ emptyEnds bool }
+
+// EmptyFanOutEnds makes a fan-out that has no items plan nothing: the
+// branch ends at its source, as at an edge to End, instead of running a
+// skipped task of its target (which costs a superstep and fires what
+// follows the target). Use it when the target's successors have nothing
+// to do without items, e.g. an agent's tool node after a model turn
+// without tool calls; not when a join waits for the target.
+func EmptyFanOutEnds() FanOutOption { return func(o *fanOutOptions) { o.emptyEnds = true } }
 
 // BeforeNode adds a graph hook called before every node: it may let the
 // node run, skip it or cancel it, with a reason.
@@ -238,6 +287,12 @@ func (b *Builder[S]) Compile(opts ...CompileOption) (*Graph, error) {
 			errs = append(errs, fmt.Errorf("channel %q names reducer %q, which is not defined; use append, merge, sum, last or register it with Builder.Reducer", c.name, c.reducer))
 		default:
 			g.reducers[c.name] = r
+			if c.reducer == ReduceAppend || b.appendReducers[c.reducer] {
+				if g.segmented == nil {
+					g.segmented = map[string]bool{}
+				}
+				g.segmented[c.name] = true
+			}
 		}
 		g.lastValue[c.name] = g.reducers[c.name] == nil
 	}
@@ -294,6 +349,9 @@ func (b *Builder[S]) Compile(opts ...CompileOption) (*Graph, error) {
 		known(f.from, ctx, true, false)
 		known(f.to, ctx, false, false)
 		g.routes[f.from] = append(g.routes[f.from], displayRoute{"fan-out", f.to})
+		if f.emptyEnds {
+			g.routes[f.from] = append(g.routes[f.from], displayRoute{"route", End})
+		}
 	}
 	errs = append(errs, g.decl.check(g)...)
 	if len(errs) == 0 {
@@ -323,6 +381,9 @@ func (b *Builder[S]) successors(g *Graph, n string) []string {
 	for _, f := range b.fanouts {
 		if f.from == n {
 			out = append(out, f.to)
+			if f.emptyEnds {
+				out = append(out, End)
+			}
 		}
 	}
 	for _, i := range g.joinsOf[n] {
@@ -497,6 +558,7 @@ type Graph struct {
 	description string
 	channels    []string
 	reducers    map[string]Reducer // channel -> reducer; absent: last value
+	segmented   map[string]bool    // channels stored in segments (segments.go)
 	lastValue   map[string]bool
 	nodes       map[string]*node
 	order       []string

@@ -128,3 +128,15 @@ func (m *MemoryStore) History(ctx context.Context, runID string) ([]StepInfo, er
 	}
 	return out, nil
 }
+
+// DeleteRun deletes a run's checkpoints and task results; a run with none
+// is not an error. (It makes the store a runs.RunDeleter.)
+func (m *MemoryStore) DeleteRun(ctx context.Context, runID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.runs, runID)
+	return nil
+}

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 )
@@ -684,7 +685,26 @@ func (c *propCase) reference() (*propOutcome, error) {
 	}
 	out.res = res
 	out.history, err = mem.History(context.Background(), propRunID)
+	if err == nil {
+		err = propTimes(out.history)
+	}
 	return out, err
+}
+
+// propTimes checks that every task of a history has the times it ran, and
+// clears them: runs are compared by what they did, not when.
+func propTimes(history []pregel.StepInfo) error {
+	for i := range history {
+		history[i].Tasks = slices.Clone(history[i].Tasks) // the store's own
+		for j := range history[i].Tasks {
+			ts := &history[i].Tasks[j]
+			if ts.Started.IsZero() || ts.Finished.Before(ts.Started) {
+				return fmt.Errorf("step %d task %s (%s) ran from %v to %v", history[i].Step, ts.TaskID, ts.Node, ts.Started, ts.Finished)
+			}
+			ts.Started, ts.Finished = time.Time{}, time.Time{}
+		}
+	}
+	return nil
 }
 
 func (c *propCase) randomDisturb(ref *propOutcome) propDisturb {
@@ -729,6 +749,9 @@ func (c *propCase) disturbed(ref *propOutcome, stats *propStats) (*propOutcome, 
 	}
 	var err error
 	out.history, err = mem.History(context.Background(), propRunID)
+	if err == nil {
+		err = propTimes(out.history)
+	}
 	return out, trace, err
 }
 

@@ -754,6 +754,44 @@ func TestEmptyFanOutStillJoins(t *testing.T) {
 	}
 }
 
+// With EmptyFanOutEnds, a fan-out with no items plans nothing: the run
+// ends after its source, in one superstep less, and nothing after the
+// target runs; with items it fans out as usual.
+func TestEmptyFanOutEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		items     []any
+		wantLog   []string
+		wantSteps int
+	}{
+		{"no items", nil, []string{"split"}, 1},
+		{"two items", []any{"a", "b"}, []string{"split", "work", "work", "collect"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := pregel.NewGraph[St]("ends")
+			g.AddFunc("split", logs("split")).AddFunc("work", logs("work")).AddFunc("collect", logs("collect"))
+			g.AddEdge(pregel.Start, "split")
+			g.AddFanOut("split", "work", func(context.Context, St) ([]any, error) { return tc.items, nil }, pregel.EmptyFanOutEnds())
+			g.AddEdge("work", "collect").AddEdge("collect", pregel.End)
+			cg := compile(t, g)
+			if !slices.Contains(cg.Edges(), pregel.Edge{From: "split", To: pregel.End, Kind: pregel.EdgeConditional}) {
+				t.Errorf("edges %+v lack split -> End", cg.Edges())
+			}
+			store := pregel.NewMemoryStore()
+			res, err := cg.Run(context.Background(), nil, pregel.WithStore(store), pregel.WithRunID("r"))
+			if err != nil || res.Status != pregel.RunCompleted {
+				t.Fatalf("Run = %+v, %v", res, err)
+			}
+			if s := state(t, res); !slices.Equal(s.Log, tc.wantLog) || res.Step != tc.wantSteps {
+				t.Errorf("log %q at step %d, want %q at step %d", s.Log, res.Step, tc.wantLog, tc.wantSteps)
+			}
+			if got := statuses(t, store, "r")["work"]; len(tc.items) == 0 && len(got) != 0 {
+				t.Errorf("work statuses = %v, want none", got)
+			}
+		})
+	}
+}
+
 // A typed input writes only its non-zero fields.
 func TestTypedInputWritesNonZeroFields(t *testing.T) {
 	g := pregel.NewGraph[St]("typed")

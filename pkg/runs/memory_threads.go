@@ -128,3 +128,17 @@ func (m *MemoryStore) ListThreads(ctx context.Context, f ThreadFilter) (ThreadPa
 	}
 	return page, nil
 }
+
+var _ RunDeleter = (*MemoryStore)(nil)
+
+// DeleteRun implements [RunDeleter]: it deletes the run's record (the
+// store keeps nothing else of it).
+func (m *MemoryStore) DeleteRun(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.runs, id)
+	return nil
+}

@@ -10,8 +10,11 @@
 // run of a thread is active, by a conditional write of the thread's record;
 // a Strategy says what a run arriving on a busy thread does. An executor
 // calls Service.RunStopped when a run stops, which starts the next queued
-// run (SchedulerConfig.OnStop). A Checkpointer that is also a Seeder stores
-// a continuing run's step 0 without copying the state it inherits.
+// run (SchedulerConfig.OnStop embedded, tick.Handler.Threads on Lambda);
+// it is idempotent, so an executor may call it on every redelivery. A
+// Checkpointer that is also a Seeder stores a continuing run's step 0
+// without copying the state it inherits. Service.DeleteThread deletes a
+// thread with its runs through stores that are RunDeleters.
 package runs
 
 import (
@@ -91,6 +94,11 @@ type Run struct {
 	// traceparent, tracestate), set when the run is created with tracing
 	// on, so that everything that executes the run joins its trace.
 	Trace map[string]string `json:"trace,omitempty"`
+	// WatchedUntil, when in the future, says a client streams the run:
+	// a runtime that keeps run events only for watched runs (the
+	// serverless one, by default) keeps them until then. Watchers renew
+	// it while they stream.
+	WatchedUntil time.Time `json:"watched_until,omitzero"`
 }
 
 // ResumeRequest answers a run's interrupts: Value answers all of them,

@@ -38,6 +38,16 @@ type Thread struct {
 	Active string `json:"active_run_id,omitempty"`
 	// Queue lists the runs waiting for the thread, in arrival order.
 	Queue []string `json:"queued_run_ids,omitempty"`
+	// ForkedFrom is the thread this one was forked from, if it was.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	// Forks lists the threads forked from this one: their runs continue
+	// from steps of this thread's runs, so it cannot be deleted while
+	// they exist. It may name forks deleted since (they are dropped when
+	// the thread is deleted).
+	Forks []string `json:"forks,omitempty"`
+	// Deleting is set when a deletion of the thread has begun: no run
+	// may take it, and deleting it again finishes the deletion.
+	Deleting bool `json:"deleting,omitempty"`
 	// Version increases with every update; stores use it for optimistic
 	// concurrency, and it is what makes Active exclusive.
 	Version int64 `json:"version"`
@@ -166,5 +176,19 @@ func cloneThread(t Thread) Thread {
 	if t.Queue != nil {
 		t.Queue = append([]string(nil), t.Queue...)
 	}
+	if t.Forks != nil {
+		t.Forks = append([]string(nil), t.Forks...)
+	}
 	return t
+}
+
+// RunDeleter is a store that deletes a run and everything stored for it:
+// its record, checkpoints, task results, claims and events. Deleting a
+// run that does not exist (or no longer does) is not an error. A store
+// deletes the record last, so that a deletion cut short is finished by
+// calling DeleteRun again. Service.DeleteThread deletes a thread's runs
+// with it; its Runs store and its Checkpointer must both be RunDeleters
+// (one call when they are the same store).
+type RunDeleter interface {
+	DeleteRun(ctx context.Context, id string) error
 }

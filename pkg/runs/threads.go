@@ -43,6 +43,10 @@ type ThreadRunRequest struct {
 	// Strategy says what to do when the thread has an active run
 	// (default reject).
 	Strategy Strategy `json:"strategy,omitempty"`
+	// Message, if set, is the protocol message asking for the run (an
+	// A2A message), kept as the first of its Messages, as in
+	// CreateRequest.
+	Message json.RawMessage `json:"-"`
 }
 
 // ThreadState is a thread's state: the values of its latest committed
@@ -90,6 +94,11 @@ func checkThreadID(id string) error {
 // CreateThread stores a new thread. created is false when a thread with
 // the id exists with the same metadata; other metadata is a conflict.
 func (s *Service) CreateThread(ctx context.Context, req CreateThreadRequest) (Thread, bool, error) {
+	return s.createThread(ctx, req, "")
+}
+
+// createThread is CreateThread of a fork of thread parent ("": none).
+func (s *Service) createThread(ctx context.Context, req CreateThreadRequest, parent string) (Thread, bool, error) {
 	ts, err := s.threads()
 	if err != nil {
 		return Thread{}, false, err
@@ -99,18 +108,12 @@ func (s *Service) CreateThread(ctx context.Context, req CreateThreadRequest) (Th
 	} else if err := checkThreadID(req.ThreadID); err != nil {
 		return Thread{}, false, err
 	}
-	var meta json.RawMessage
-	if len(bytes.TrimSpace(req.Metadata)) > 0 && string(bytes.TrimSpace(req.Metadata)) != "null" {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(req.Metadata, &obj); err != nil {
-			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
-		}
-		if meta, err = compactJSON(req.Metadata); err != nil {
-			return Thread{}, false, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
-		}
+	meta, err := threadMetadata(req.Metadata)
+	if err != nil {
+		return Thread{}, false, err
 	}
 	now := s.now()
-	t, created, err := ts.CreateThread(ctx, Thread{ID: req.ThreadID, Metadata: meta, CreatedAt: now, UpdatedAt: now})
+	t, created, err := ts.CreateThread(ctx, Thread{ID: req.ThreadID, Metadata: meta, ForkedFrom: parent, CreatedAt: now, UpdatedAt: now})
 	if err != nil {
 		return Thread{}, false, fmt.Errorf("store thread: %w", err)
 	}
@@ -118,6 +121,23 @@ func (s *Service) CreateThread(ctx context.Context, req CreateThreadRequest) (Th
 		return Thread{}, false, fmt.Errorf("thread %q already exists with other metadata; choose another thread_id: %w", req.ThreadID, ErrConflict)
 	}
 	return t, created, nil
+}
+
+// threadMetadata checks and compacts a thread's metadata: a JSON object,
+// or nothing.
+func threadMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+	}
+	meta, err := compactJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("metadata must be a JSON object: %w", ErrInvalid)
+	}
+	return meta, nil
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
@@ -142,7 +162,13 @@ func (s *Service) GetThread(ctx context.Context, id string) (Thread, error) {
 	if err := checkThreadID(id); err != nil {
 		return Thread{}, err
 	}
-	return getThread(ctx, ts, id)
+	t, err := getThread(ctx, ts, id)
+	if err != nil {
+		return Thread{}, err
+	}
+	// A run that has stopped holds the thread no longer, even if its
+	// executor has not said so yet.
+	return s.passOnStopped(ctx, t)
 }
 
 // getThread reads a thread, saying in words what a missing one means.
@@ -166,8 +192,13 @@ func (s *Service) ListThreads(ctx context.Context, f ThreadFilter) (ThreadPage, 
 	return ts.ListThreads(ctx, f)
 }
 
-// DeleteThread deletes a thread's record. A thread with an active or
-// queued run is refused: cancel its runs first.
+// DeleteThread deletes a thread with its runs: their records,
+// checkpoints, task results and events (the stores must be RunDeleters).
+// It is refused, with nothing changed, while a run of the thread is active
+// or queued (cancel them first), and while threads forked from it exist
+// (their runs continue from its steps: delete them first). The deletion is
+// marked on the thread before its runs go: runs can no longer take it,
+// and a deletion cut short is finished by calling DeleteThread again.
 func (s *Service) DeleteThread(ctx context.Context, id string) error {
 	ts, err := s.threads()
 	if err != nil {
@@ -176,19 +207,131 @@ func (s *Service) DeleteThread(ctx context.Context, id string) error {
 	if err := checkThreadID(id); err != nil {
 		return err
 	}
-	for attempt := 0; ; attempt++ {
-		t, err := getThread(ctx, ts, id)
-		if err != nil {
-			return err
-		}
+	deleters, err := s.runDeleters()
+	if err != nil {
+		return err
+	}
+	cur, err := getThread(ctx, ts, id)
+	if err != nil {
+		return err
+	}
+	// A run that has stopped but not yet passed the thread on does not
+	// hold it.
+	if _, err := s.passOnStopped(ctx, cur); err != nil {
+		return err
+	}
+	t, err := MutateThread(ctx, ts, id, func(t *Thread) error {
 		if t.Active != "" || len(t.Queue) > 0 {
 			return fmt.Errorf("thread %q has run %q active and %d queued; cancel them before deleting it: %w", id, t.Active, len(t.Queue), ErrInvalidState)
 		}
-		err = ts.DeleteThread(ctx, id, t.Version)
+		live, err := s.liveForks(ctx, t)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("thread %q has forks (%s) whose runs continue from its steps; delete them first: %w", id, strings.Join(live, ", "), ErrInvalidState)
+		}
+		t.Forks, t.Deleting = nil, true
+		return nil
+	})
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("thread %q does not exist: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.deleteThreadRuns(ctx, id, deleters); err != nil {
+		return err
+	}
+	if t.ForkedFrom != "" {
+		_, err := MutateThread(ctx, ts, t.ForkedFrom, func(p *Thread) error {
+			if !slices.Contains(p.Forks, id) {
+				return errStop
+			}
+			p.Forks = slices.DeleteFunc(p.Forks, func(f string) bool { return f == id })
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("take thread %q off the forks of %q: %w", id, t.ForkedFrom, err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := ts.DeleteThread(ctx, id, t.Version)
+		if errors.Is(err, ErrNotFound) {
+			return nil // a concurrent deletion finished first
+		}
 		if !errors.Is(err, ErrConflict) || attempt >= 50 {
 			return err
 		}
+		if t, err = ts.GetThread(ctx, id); err != nil {
+			return err
+		}
 	}
+}
+
+// runDeleters returns the stores that delete runs: Runs, and Checkpoints
+// if it is another store.
+func (s *Service) runDeleters() ([]RunDeleter, error) {
+	rd, ok := s.Runs.(RunDeleter)
+	cd, ok2 := s.Checkpoints.(RunDeleter)
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("this server's stores cannot delete runs, so threads cannot be deleted: %w", ErrInvalid)
+	}
+	if any(rd) == any(cd) {
+		return []RunDeleter{rd}, nil
+	}
+	// Checkpoints first: the record goes last.
+	return []RunDeleter{cd, rd}, nil
+}
+
+// liveForks returns the forks of t that exist.
+func (s *Service) liveForks(ctx context.Context, t *Thread) ([]string, error) {
+	var live []string
+	for _, f := range t.Forks {
+		ft, err := s.Threads.GetThread(ctx, f)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return nil, err
+		case ft.ForkedFrom == t.ID:
+			live = append(live, f)
+		}
+	}
+	return live, nil
+}
+
+// deleteThreadRuns deletes the runs of thread id.
+func (s *Service) deleteThreadRuns(ctx context.Context, id string, deleters []RunDeleter) error {
+	var ids []string
+	f := Filter{ContextID: id, Limit: 500}
+	for {
+		p, err := s.Runs.ListRuns(ctx, f)
+		if err != nil {
+			return fmt.Errorf("list the runs of thread %q: %w", id, err)
+		}
+		for _, r := range p.Runs {
+			if r.ThreadID == id {
+				ids = append(ids, r.ID)
+			}
+		}
+		if p.NextPageToken == "" {
+			break
+		}
+		f.PageToken = p.NextPageToken
+	}
+	for _, rid := range ids {
+		for _, d := range deleters {
+			if err := d.DeleteRun(ctx, rid); err != nil {
+				return fmt.Errorf("delete run %q of thread %q: %w", rid, id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// errDeleting refuses to change a thread being deleted.
+func errDeleting(id string) error {
+	return fmt.Errorf("thread %q is being deleted; delete it again to finish, or use another thread: %w", id, ErrInvalidState)
 }
 
 // current returns the step a thread's state is at: the active run's
@@ -287,11 +430,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	if err != nil {
 		return Run{}, false, err
 	}
-	var state map[string]json.RawMessage
-	if cp != nil {
-		state = cp.Values
-	}
-	if _, err := g.Continue(ctx, req.RunID, state, input); err != nil {
+	if _, err := g.ContinueFrom(ctx, req.RunID, cp, input); err != nil {
 		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
 	}
 
@@ -309,6 +448,9 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 		return Run{}, false, err
 	}
 
+	if _, err := s.passOnStopped(ctx, t); err != nil {
+		return Run{}, false, err
+	}
 	if t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
 		if err := s.repairClaim(ctx, threadID); err != nil {
 			return Run{}, false, err
@@ -323,6 +465,9 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 		busy, claimed, head = "", false, nil
 		if t.Active == req.RunID || slices.Contains(t.Queue, req.RunID) {
 			return errClaimedYet
+		}
+		if t.Deleting {
+			return errDeleting(threadID)
 		}
 		if t.Active == "" {
 			t.Active, claimed = req.RunID, true
@@ -345,7 +490,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	now := s.now()
 	rec := Run{
 		ID: req.RunID, Graph: req.Graph, Status: pregel.RunPending, Input: input, ContextID: threadID, ThreadID: threadID, CreatedAt: now, UpdatedAt: now,
-		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}},
+		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}, Messages: appendMessage(nil, req.Message),
 	}
 	if claimed {
 		// The thread's head cannot move while the run holds it.
@@ -376,6 +521,32 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	}
 	r, err = s.Runs.GetRun(ctx, req.RunID)
 	return r, created, err
+}
+
+// passOnStopped passes thread t on from its active run if that run has
+// already left it (completed, failed or cancelled, or paused and
+// superseded) and returns the thread as it is then. A run's record says
+// it stopped a moment before its executor passes the thread on
+// (RunStopped): a client that saw it finish and at once creates the next
+// run must not find the thread busy.
+func (s *Service) passOnStopped(ctx context.Context, t Thread) (Thread, error) {
+	if t.Active == "" {
+		return t, nil
+	}
+	r, err := s.Runs.GetRun(ctx, t.Active)
+	if err != nil {
+		return t, nil // not stored yet (its creator stores it), or unreadable: the claim stands
+	}
+	switch {
+	case r.Status.Terminal():
+	case (r.Status == pregel.RunDrained || r.Status == pregel.RunInterrupted) && r.SupersededBy != "":
+	default:
+		return t, nil
+	}
+	if err := s.RunStopped(ctx, r); err != nil {
+		return t, err
+	}
+	return getThread(ctx, s.Threads, t.ID)
 }
 
 // unclaim takes a run that could not be stored off its thread.
@@ -529,11 +700,9 @@ func (s *Service) start(ctx context.Context, g *pregel.Graph, r Run, base *StepR
 	if err != nil {
 		return err
 	}
-	var state map[string]json.RawMessage
-	if cp0 != nil {
-		state = cp0.Values
-	}
-	cp, err := g.Continue(ctx, r.ID, state, r.Input)
+	// ContinueFrom, not Continue: the run inherits how the base stores
+	// its array channels, and stores only what it adds to them.
+	cp, err := g.ContinueFrom(ctx, r.ID, cp0, r.Input)
 	if err != nil {
 		return s.failStart(ctx, r, strings.TrimPrefix(err.Error(), "pregel: invalid input: "))
 	}
@@ -587,19 +756,18 @@ func (s *Service) seed(ctx context.Context, cp *pregel.Checkpoint, base *StepRef
 // the run's last committed step (the step it started from if it was
 // rolled back), and the first queued run, if any, becomes active and
 // starts. Executors call it when a run stops; it is idempotent and does
-// nothing for runs without a thread.
+// nothing for runs without a thread. Called again for a run that has
+// passed its thread on, it starts the thread's active run if that has not
+// started (the first call may have stopped half way), so an executor that
+// calls it on every redelivery of a stopped run's message finishes a
+// hand-off cut short by a crash; the thread's conditional writes and the
+// fenced commit of step 0 keep a run from starting twice.
 func (s *Service) RunStopped(ctx context.Context, r Run) error {
 	if r.ThreadID == "" || s.Threads == nil {
 		return nil
 	}
-	switch r.Status {
-	case pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
-	case pregel.RunDrained, pregel.RunInterrupted:
-		if r.SupersededBy == "" {
-			return nil // it holds the thread until resumed or cancelled
-		}
-	default:
-		return nil
+	if !leftThread(r) {
+		return nil // it holds the thread until it ends, or is resumed or cancelled
 	}
 	head := r.Base
 	if !r.Discarded {
@@ -612,7 +780,7 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 		}
 	}
 	var next string
-	_, err := MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
+	t, err := MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
 		next = ""
 		if t.Active != r.ID {
 			return errNotActive
@@ -625,7 +793,15 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errNotActive) || errors.Is(err, ErrNotFound):
+	case errors.Is(err, errNotActive):
+		// Passed on before, maybe by a call for this run that stopped
+		// (crashed) before it started the next run: starting the
+		// thread's active run is idempotent, and finishes that call.
+		if t.Active == "" {
+			return nil
+		}
+		return s.startIfActive(ctx, r.ThreadID, t.Active)
+	case errors.Is(err, ErrNotFound):
 		return nil
 	case err != nil:
 		return fmt.Errorf("pass thread %q on from run %q: %w", r.ThreadID, r.ID, err)
@@ -634,6 +810,19 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 		return nil
 	}
 	return s.startIfActive(ctx, r.ThreadID, next)
+}
+
+// leftThread reports whether run r, if it holds its thread, must pass it
+// on: it completed, failed or was cancelled, or it is paused (drained,
+// interrupted) and a newer run superseded it.
+func leftThread(r Run) bool {
+	switch r.Status {
+	case pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
+		return true
+	case pregel.RunDrained, pregel.RunInterrupted:
+		return r.SupersededBy != ""
+	}
+	return false
 }
 
 // ThreadRuns lists the runs of a thread, newest first: the runs whose
@@ -796,12 +985,42 @@ func (s *Service) Fork(ctx context.Context, id string, req ForkRequest) (Thread,
 		}
 		head = &StepRef{RunID: req.RunID, Step: step}
 	}
-	t, created, err := s.CreateThread(ctx, CreateThreadRequest{ThreadID: req.ThreadID, Metadata: req.Metadata})
+	if req.ThreadID == "" {
+		req.ThreadID = pregel.NewRunID()
+	} else if err := checkThreadID(req.ThreadID); err != nil {
+		return Thread{}, err
+	}
+	if _, err := threadMetadata(req.Metadata); err != nil {
+		return Thread{}, err
+	}
+	sameFork := func(t Thread) bool {
+		return t.ForkedFrom == id && (t.Head == nil) == (head == nil) && (head == nil || *t.Head == *head)
+	}
+	if t, err := s.Threads.GetThread(ctx, req.ThreadID); err == nil && !sameFork(t) {
+		return Thread{}, fmt.Errorf("thread %q exists already; choose another thread_id for the fork: %w", t.ID, ErrConflict)
+	}
+	// The source lists the fork before the fork exists, so that it is
+	// never deleted under a fork (a listed fork that was never created
+	// is dropped when the source is deleted).
+	_, err = MutateThread(ctx, s.Threads, id, func(t *Thread) error {
+		if t.Deleting {
+			return errDeleting(id)
+		}
+		if slices.Contains(t.Forks, req.ThreadID) {
+			return errStop
+		}
+		t.Forks = append(t.Forks, req.ThreadID)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return Thread{}, err
+	}
+	t, created, err := s.createThread(ctx, CreateThreadRequest{ThreadID: req.ThreadID, Metadata: req.Metadata}, id)
 	if err != nil {
 		return Thread{}, err
 	}
 	if !created {
-		if (t.Head == nil) != (head == nil) || (head != nil && *t.Head != *head) {
+		if !sameFork(t) {
 			return Thread{}, fmt.Errorf("thread %q exists already; choose another thread_id for the fork: %w", t.ID, ErrConflict)
 		}
 		return t, nil
@@ -863,6 +1082,9 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 	if err != nil {
 		return ThreadState{}, err
 	}
+	if t, err = s.passOnStopped(ctx, t); err != nil {
+		return ThreadState{}, err
+	}
 	if t.Active != "" {
 		return ThreadState{}, &BusyError{Thread: id, ActiveRun: t.Active}
 	}
@@ -871,11 +1093,7 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 	if err != nil {
 		return ThreadState{}, err
 	}
-	var state map[string]json.RawMessage
-	if cp0 != nil {
-		state = cp0.Values
-	}
-	cp, err := g.Continue(ctx, runID, state, values)
+	cp, err := g.ContinueFrom(ctx, runID, cp0, values)
 	if err != nil {
 		return ThreadState{}, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
 	}
@@ -885,6 +1103,9 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 
 	// Claim the thread now that the update is known to be valid.
 	_, err = MutateThread(ctx, s.Threads, id, func(t *Thread) error {
+		if t.Deleting {
+			return errDeleting(id)
+		}
 		if t.Active != "" {
 			return &BusyError{Thread: id, ActiveRun: t.Active}
 		}
@@ -938,9 +1159,18 @@ func (s *Service) StartThreadRun(ctx context.Context, r Run) error {
 // (crashed) between claiming the thread and storing the run.
 const StaleClaim = time.Minute
 
-// repairClaim stores the thread without a stale claim (dropStaleClaim)
-// and starts the run put in its place.
+// repairClaim repairs a thread that has not changed for StaleClaim while
+// a run holds it: if that run has left the thread but its hand-off never
+// happened (the caller of RunStopped failed and nothing called it again),
+// it passes the thread on; otherwise it stores the thread without a stale
+// claim (dropStaleClaim) and starts the run put in its place.
 func (s *Service) repairClaim(ctx context.Context, threadID string) error {
+	if t, err := s.Threads.GetThread(ctx, threadID); err == nil && t.Active != "" {
+		if r, err := s.Runs.GetRun(ctx, t.Active); err == nil && leftThread(r) {
+			s.logger().Warn("thread still held by a run that left it; passing it on", "thread_id", threadID, "run_id", r.ID, "status", r.Status)
+			return s.RunStopped(ctx, r)
+		}
+	}
 	var promoted string
 	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
 		before := t.Active

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -166,10 +167,20 @@ func (a *App) start(ctx context.Context, log *slog.Logger, body, defaultID strin
 	return nil
 }
 
+// BufferedLimit bounds a request HandleHTTP serves: API Gateway buffers
+// the response and gives up after 29 seconds, so a stream asked for there
+// (GET /v1/runs/{id}/stream) ends before, with the events so far, for the
+// client to resume with Last-Event-ID; the stream function's URL streams
+// them as they come. A blocking A2A send returns sooner
+// (a2a.APIGatewayBlockingTimeout).
+const BufferedLimit = 28 * time.Second
+
 // HandleHTTP serves an API Gateway HTTP API request (payload format 2.0)
-// with the HTTP API handler. A request event that cannot be turned into
-// an HTTP request is answered with a 400 problem.
+// with the HTTP API handler, within BufferedLimit. A request event that
+// cannot be turned into an HTTP request is answered with a 400 problem.
 func (a *App) HandleHTTP(ctx context.Context, ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	ctx, cancel := context.WithTimeout(ctx, BufferedLimit)
+	defer cancel()
 	req, err := httpRequest(ctx, ev)
 	if err != nil {
 		a.Logger.WarnContext(ctx, "api: bad HTTP API event", "reason", err.Error(), "request_id", ev.RequestContext.RequestID)
@@ -250,6 +261,9 @@ func (w *responseBuffer) WriteHeader(code int) {
 		w.status = code
 	}
 }
+
+// Flush does nothing: the response goes out whole.
+func (w *responseBuffer) Flush() {}
 
 func (w *responseBuffer) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)

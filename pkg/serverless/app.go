@@ -1,7 +1,8 @@
 // Package serverless holds superstep's Lambda handlers and their wiring,
-// shared by the four Lambda functions of a deployment (a program built
+// shared by the five Lambda functions of a deployment (a program built
 // with pkg/superstep serves them; the repository's are functions/api,
-// functions/tick, functions/node and functions/sweep) and by the local
+// functions/tick, functions/node, functions/sweep and functions/stream)
+// and by the local
 // serverless mode,
 // `superstep dev --aws`, which calls the same handlers from SQS pollers in
 // one process.
@@ -17,6 +18,13 @@
 //     SQS start-queue messages, told apart by the shape of the event.
 //   - [App.HandleStream]: the table's stream -> [dynamo.Store.PurgeRun]
 //     of runs whose record expired
+//   - [App.HandleFunctionURL]: Lambda function URL requests in
+//     RESPONSE_STREAM mode (the stream function): the same HTTP API,
+//     streamed (run streams, A2A message/stream) through lambdaurl
+//
+// The tick and node handlers append each run's events to the table
+// ([dynamo.Store] is a [runs.EventLog]); GET /v1/runs/{id}/stream reads
+// them, on any function, and A2A streams follow them.
 //
 // Every SQS handler reports failures per message (ReportBatchItemFailures);
 // a message that can never be processed is logged with the reason and
@@ -33,6 +41,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -45,6 +54,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/jwtauth"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
@@ -72,6 +82,11 @@ const (
 	EnvTaskLease = "TASK_LEASE"
 	// EnvLogLevel is debug, info, warn or error (optional, default info).
 	EnvLogLevel = "LOG_LEVEL"
+	// EnvThreadRetention is how long an idle thread is kept after its
+	// last change, as a Go duration such as 720h (optional; unset: until
+	// it is deleted). DynamoDB's TTL then deletes it, and the sweep its
+	// runs (see dynamo.WithThreadRetention).
+	EnvThreadRetention = "THREAD_RETENTION"
 	// EnvTickChainSteps is the most supersteps a tick message runs while
 	// their tasks are inline (optional, default 1: one per message; see
 	// tick.Chain).
@@ -80,6 +95,32 @@ const (
 	// supersteps, as a Go duration (optional; the function's timeout,
 	// less tick.DefaultChainMargin, always bounds it).
 	EnvTickChainBudget = "TICK_CHAIN_BUDGET"
+	// EnvRunEvents says when the tick and node functions keep a run's
+	// events for streams: "watched" (the default), "on" or "off" (see
+	// EventsMode).
+	EnvRunEvents = "RUN_EVENTS"
+	// EnvEventRetention is how many events each run keeps, the newest
+	// (optional, default runs.DefaultStreamRetention); every function of
+	// a deployment must have the same.
+	EnvEventRetention = "EVENT_RETENTION"
+	// EnvStreamURL is the public URL of the stream function's function
+	// URL (optional). When set, the agent cards the api function serves
+	// advertise streaming at that URL.
+	EnvStreamURL = "STREAM_URL"
+	// EnvJWTIssuer and EnvJWTAudience, when the issuer is set, make the
+	// HTTP API check bearer JSON Web Tokens itself, as API Gateway's JWT
+	// authorizer does (pkg/jwtauth): the stream function's URL with
+	// AuthType NONE. The audiences are comma separated.
+	EnvJWTIssuer   = "JWT_ISSUER"
+	EnvJWTAudience = "JWT_AUDIENCE"
+	// EnvThreadStrategy is what an A2A message does when its context's
+	// thread has an active task: reject (the default), enqueue,
+	// interrupt or rollback (optional; see a2a.WithThreadStrategy).
+	EnvThreadStrategy = "A2A_THREAD_STRATEGY"
+	// EnvPushAllowPrivateNetworks, "true", lets A2A push notifications go
+	// to loopback, private and link-local addresses (optional, default
+	// false: refused, against SSRF).
+	EnvPushAllowPrivateNetworks = "PUSH_ALLOW_PRIVATE_NETWORKS"
 )
 
 // Config is the deployment an App talks to.
@@ -101,6 +142,28 @@ type Config struct {
 	// Chain lets a tick run the next supersteps in the same invocation
 	// while their tasks are inline (zero: one superstep per message).
 	Chain tick.Chain
+	// Events says when the tick and node functions keep a run's events
+	// (RUN_EVENTS; "": EventsWatched).
+	Events EventsMode
+	// EventRetention is how many events each run keeps (0: the default).
+	EventRetention int
+	// StreamURL is the stream function's public URL (optional).
+	StreamURL string
+	// JWTIssuer, when set, is the issuer of the bearer tokens the HTTP
+	// API requires (checked by the handler, see pkg/jwtauth), for one of
+	// JWTAudience.
+	JWTIssuer   string
+	JWTAudience []string
+	// ThreadStrategy is what an A2A message does when its context's
+	// thread has an active task (empty: reject); it applies where the
+	// Service keeps threads (see a2a.WithThreadStrategy).
+	ThreadStrategy runs.Strategy
+	// ThreadRetention is how long an idle thread is kept after its last
+	// change (zero: until it is deleted).
+	ThreadRetention time.Duration
+	// PushAllowPrivateNetworks lets A2A push notifications go to
+	// private addresses (see a2a.PushOptions).
+	PushAllowPrivateNetworks bool
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -108,13 +171,39 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(getenv(k)) }
 	c := Config{
-		Table:         get(EnvTable),
-		TickQueueURL:  get(EnvTickQueue),
-		NodeQueueURL:  get(EnvNodeQueue),
-		StartQueueURL: get(EnvStartQueue),
-		APIToken:      get(EnvAPIToken),
+		Table:          get(EnvTable),
+		TickQueueURL:   get(EnvTickQueue),
+		NodeQueueURL:   get(EnvNodeQueue),
+		StartQueueURL:  get(EnvStartQueue),
+		APIToken:       get(EnvAPIToken),
+		ThreadStrategy: runs.Strategy(get(EnvThreadStrategy)),
+		StreamURL:      get(EnvStreamURL),
+		JWTIssuer:      get(EnvJWTIssuer),
+	}
+	for a := range strings.SplitSeq(get(EnvJWTAudience), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.JWTAudience = append(c.JWTAudience, a)
+		}
 	}
 	var errs []error
+	switch v := EventsMode(strings.ToLower(get(EnvRunEvents))); v {
+	case "", EventsWatched, EventsOn, EventsOff:
+		c.Events = v
+	default:
+		errs = append(errs, fmt.Errorf("%s=%q: want %s, %s or %s", EnvRunEvents, v, EventsWatched, EventsOn, EventsOff))
+	}
+	if v := get(EnvEventRetention); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a whole number of events, 1 or more", EnvEventRetention, v))
+		}
+		c.EventRetention = n
+	}
+	if c.StreamURL != "" {
+		if u, err := url.Parse(c.StreamURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%s=%q is not an http(s) URL", EnvStreamURL, c.StreamURL))
+		}
+	}
 	if v := get(EnvTaskLease); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -135,6 +224,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q is not a positive Go duration such as 30s", EnvTickChainBudget, v))
 		}
 		c.Chain.Budget = d
+	}
+	if v := get(EnvThreadRetention); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration such as 720h (0: keep threads until they are deleted)", EnvThreadRetention, v))
+		}
+		c.ThreadRetention = d
+	}
+	if v := get(EnvPushAllowPrivateNetworks); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", EnvPushAllowPrivateNetworks, v))
+		}
+		c.PushAllowPrivateNetworks = b
 	}
 	if v := get(EnvLogLevel); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -160,8 +263,14 @@ func (c Config) validate() error {
 	if len(missing) > 0 {
 		return fmt.Errorf("set %s (the table and queues the functions use)", strings.Join(missing, ", "))
 	}
+	if c.JWTIssuer != "" && len(c.JWTAudience) == 0 {
+		return fmt.Errorf("%s is set without %s: name the accepted audiences (comma separated)", EnvJWTIssuer, EnvJWTAudience)
+	}
 	if !strings.HasSuffix(c.TickQueueURL, ".fifo") {
 		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
+	}
+	if _, err := runs.ParseStrategy(string(c.ThreadStrategy)); err != nil {
+		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback (empty: reject)", EnvThreadStrategy, c.ThreadStrategy)
 	}
 	return nil
 }
@@ -185,6 +294,21 @@ type Options struct {
 	// Tracer, when set, traces runs, ticks and node tasks, and carries
 	// the trace context in the queues' messages (see pkg/tracing).
 	Tracer *tracing.Tracer
+	// Streaming says the App serves a transport that streams responses:
+	// the stream function's function URL (HandleFunctionURL). The A2A
+	// agents then stream (message/stream, tasks/resubscribe). Otherwise
+	// (the api function behind API Gateway, which buffers responses)
+	// they stream only where Config.StreamURL points.
+	Streaming bool
+	// Push tunes A2A push notifications (attempts, backoff, timeout).
+	// Their configs are kept in the table and delivered by HandleStream;
+	// Config.PushAllowPrivateNetworks adds to AllowPrivateNetworks.
+	Push a2a.PushOptions
+	// DeliverPushHere: the process serving the API also delivers push
+	// notifications, following the runs it has configs for (the local
+	// mode: one long-lived process, no table stream). Lambda functions
+	// leave it off: HandleStream delivers.
+	DeliverPushHere bool
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -205,6 +329,9 @@ type App struct {
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
+	// Agents serves the graphs as A2A agents, and delivers their push
+	// notifications (HandleStream).
+	Agents *a2a.Server
 
 	// handler is API, its agent cards public, behind Options.Middleware.
 	handler http.Handler
@@ -224,7 +351,7 @@ func New(o Options) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table)
+	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithEventRetention(o.Config.EventRetention), dynamo.WithThreadRetention(o.Config.ThreadRetention))
 	sqsClient := sqs.NewFromConfig(o.AWS)
 	var queueOpts []sqsqueue.Option
 	if o.Tracer != nil {
@@ -246,23 +373,72 @@ func New(o Options) (*App, error) {
 		Loader: store,
 		Chain:  o.Config.Chain,
 	}
+	// The runs' streams: about one PutItem per superstep of a run whose
+	// events are kept (watched runs by default).
+	var events runs.EventReader = store
+	switch o.Config.Events {
+	case EventsOn:
+		ticks.Events = store
+	case EventsOff:
+	default:
+		ticks.Events, ticks.EventFilter = store, isWatched
+		events = &watchingLog{EventReader: store, runs: store, lease: WatchLease, logger: log}
+	}
 	svc := &runs.Service{
 		Graphs:      o.Graphs,
 		Runs:        store,
 		Checkpoints: store,
-		Dispatcher:  &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
-		Logger:      log,
+		// Threads: one active run each (a conditional write on the
+		// thread's item); the tick and node handlers pass a thread on
+		// when its run stops, and start the next run with a tick.
+		Threads:    store,
+		Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
+		Logger:     log,
 	}
+	ticks.Threads = svc
 	if o.Tracer != nil {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
-	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log})
+	// Streams read the runs' events from the table.
+	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events})
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
-	// stream, so the cards say streaming is off, and a blocking send
-	// follows the run record.
-	agents := a2a.New(svc, a2a.WithStreaming(false), a2a.WithBearerAuth(o.Config.APIToken != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout))
+	// stream: behind it, the cards say streaming is off, or, with a
+	// stream function, point at its URL; a blocking send follows the run
+	// record. The stream function streams, following the run's events.
+	// Push configs are kept in the table with their runs; the sweep
+	// function, fed by the table's stream, delivers (HandleStream).
+	push := o.Push
+	push.Store, push.DeliverElsewhere = store, !o.DeliverPushHere
+	push.AllowPrivateNetworks = push.AllowPrivateNetworks || o.Config.PushAllowPrivateNetworks
+	a2aOpts := []a2a.Option{a2a.WithStreaming(o.Streaming), a2a.WithBearerAuth(o.Config.APIToken != "" || o.Config.JWTIssuer != ""), a2a.WithLogger(log),
+		a2a.WithMaxBodyBytes(o.MaxBodyBytes), a2a.WithTrustForwardedProto(true), a2a.WithBlockingTimeout(a2a.APIGatewayBlockingTimeout),
+		a2a.WithPushNotifications(push),
+		// A message's contextId names a thread where the Service keeps
+		// threads; the strategy says what a message does on a busy one.
+		a2a.WithThreadStrategy(o.Config.ThreadStrategy)}
+	switch {
+	case o.Streaming:
+		// A function URL request has no gateway limit: the function's
+		// timeout bounds it (HandleFunctionURL).
+		a2aOpts = append(a2aOpts, a2a.WithBlockingTimeout(a2a.DefaultBlockingTimeout))
+	case o.Config.StreamURL != "":
+		a2aOpts = append(a2aOpts, a2a.WithStreaming(true), a2a.WithBaseURL(o.Config.StreamURL))
+	}
+	if o.Streaming && o.Config.Events != EventsOff {
+		a2aOpts = append(a2aOpts, a2a.WithEvents(&logEvents{log: events, logger: log}))
+	}
+	agents := a2a.New(svc, a2aOpts...)
 	httpAPI.Handle(a2a.Pattern, agents)
-	handler := agents.PublicCards(httpAPI) // agent cards need no token
+	var inner http.Handler = httpAPI
+	if o.Config.JWTIssuer != "" {
+		// No gateway checks the token (a function URL): check it here,
+		// as API Gateway's JWT authorizer would.
+		inner = jwtauth.New(o.Config.JWTIssuer, o.Config.JWTAudience).Middleware(httpAPI, func(r *http.Request) bool {
+			return r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		})
+	}
+	// Agent cards need no token; with tracing on, a server span per request.
+	handler := o.Tracer.HTTPHandler(agents.PublicCards(inner))
 	if o.Middleware != nil {
 		handler = o.Middleware(handler)
 	}
@@ -276,6 +452,7 @@ func New(o Options) (*App, error) {
 		Store:   store,
 		Queue:   queue,
 		SQS:     sqsClient,
+		Agents:  agents,
 		Tracer:  o.Tracer,
 	}, nil
 }

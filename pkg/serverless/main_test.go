@@ -2,6 +2,7 @@ package serverless_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,11 +28,13 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/awsmeter"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
+	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/tracing"
 )
 
@@ -80,6 +83,8 @@ type stack struct {
 	url    string
 	// nodeCalls counts node function invocations.
 	nodeCalls atomic.Int64
+	// opts made app (to make another, as a new Lambda container would).
+	opts serverless.Options
 }
 
 type stackOptions struct {
@@ -91,6 +96,24 @@ type stackOptions struct {
 	work func(ctx context.Context)
 	// tracer, when set, traces the stack.
 	tracer *tracing.Tracer
+	// streaming serves the App as the stream function does: its URL
+	// is a function URL in RESPONSE_STREAM mode (see functionURL).
+	streaming bool
+	// deadline is the function URL requests' timeout (default 30s).
+	deadline time.Duration
+	// config, if set, changes the Config before New.
+	config func(*serverless.Config)
+	// graphs are served besides the examples and remote-fanout.
+	graphs []*pregel.Graph
+	// wrapTick and wrapNode, when set, wrap the tick and node functions'
+	// handlers (to fail or kill an invocation).
+	wrapTick, wrapNode func(sqsqueue.Handler) sqsqueue.Handler
+	// threadRetention is Config.ThreadRetention.
+	threadRetention time.Duration
+	// push tunes push notifications; pushPrivate is
+	// PUSH_ALLOW_PRIVATE_NETWORKS.
+	push        a2a.PushOptions
+	pushPrivate bool
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -119,21 +142,37 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	cfg.APIToken = o.token
+	cfg.ThreadRetention = o.threadRetention
+	cfg.PushAllowPrivateNetworks = o.pushPrivate
+	if o.config != nil {
+		o.config(&cfg)
+	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
-	reg := registry(t, o.work)
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer})
+	reg := registry(t, o.work, o.graphs...)
+	opts := serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Push: o.push, Streaming: o.streaming}
+	app, err := serverless.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, app: app, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
-	httpSrv := httptest.NewServer(app)
+	s := &stack{t: t, app: app, opts: opts, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
+	var h http.Handler = app
+	if o.streaming {
+		h = functionURL(app, cmp.Or(o.deadline, 30*time.Second))
+	}
+	httpSrv := httptest.NewServer(h)
 	t.Cleanup(httpSrv.Close)
 	s.url = httpSrv.URL
 	if !o.noPollers {
 		// Short polls: mototest serialises the emulator's requests, so
 		// a long poll would hold up every other request.
 		p := app.Pollers(serverless.PollOptions{TickConcurrency: 2, NodeConcurrency: 3, IdleDelay: 50 * time.Millisecond, Timeout: 30 * time.Second})
+		if o.wrapTick != nil {
+			p.Tick.Handler = o.wrapTick(p.Tick.Handler)
+		}
+		if o.wrapNode != nil {
+			p.Node.Handler = o.wrapNode(p.Node.Handler)
+		}
 		node := p.Node.Handler
 		p.Node.Handler = func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			s.nodeCalls.Add(1)
@@ -157,14 +196,15 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	return s
 }
 
-// registry serves the examples and the test graph with remote nodes.
-func registry(t *testing.T, work func(context.Context)) *runs.Registry {
+// registry serves the examples, the test graph with remote nodes and
+// extra.
+func registry(t *testing.T, work func(context.Context), extra ...*pregel.Graph) *runs.Registry {
 	t.Helper()
 	all, err := examples.All()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runs.NewRegistry(append(all, remoteGraph(t, work))...)
+	reg, err := runs.NewRegistry(append(append(all, remoteGraph(t, work)), extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

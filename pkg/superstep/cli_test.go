@@ -799,3 +799,23 @@ func TestSignalEndsPrompt(t *testing.T) {
 func testGraphs(getenv func(string) string) Option {
 	return WithGraphs(graphs.Graphs(getenv)...)
 }
+
+// An --answer the node refuses is not sent again and again: the command
+// says why it was refused and stops, interrupted; a good answer then
+// resumes the run.
+func TestRunStopsOnARefusedAnswer(t *testing.T) {
+	h := newHarness(t)
+	r := h.local("run", "assistant", "--input", assistantInput(t), "--answer", `{"decision": "maybe"}`, "--run-id", "refused").want(t, ExitInterrupted)
+	for _, want := range []string{
+		`did not accept the last answer: the answer was refused: the decision "maybe" is not approve, edit or reject`,
+		"--answer does not answer tools",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if n := strings.Count(r.stderr, "answering tools"); n != 1 {
+		t.Errorf("answered %d times, want once:\n%s", n, r.stderr)
+	}
+	h.local("resume", "refused", "--answer", "approve", "-q").want(t, ExitOK)
+}

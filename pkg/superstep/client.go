@@ -89,7 +89,14 @@ func (e *apiError) Error() string {
 // failures.
 func (c *client) do(ctx context.Context, method, path string, query url.Values, body, out any) ([]byte, error) {
 	u := *c.base
-	u.Path += path
+	// path is escaped (url.PathEscape of ids): keep it so, rather than
+	// escaping its '%' again.
+	unescaped, err := url.PathUnescape(path)
+	if err != nil {
+		return nil, failed(fmt.Errorf("%s %s: %w", method, path, err))
+	}
+	u.RawPath = u.EscapedPath() + path
+	u.Path += unescaped
 	u.RawQuery = query.Encode()
 	var rd io.Reader
 	if body != nil {

@@ -34,6 +34,7 @@ type devFlags struct {
 	logLevel    string
 	concurrency int
 	maxBody     int64
+	strategy    string
 }
 
 func newDevCmd(env Env) *cobra.Command {
@@ -60,6 +61,9 @@ next start.`,
   superstep dev --addr 127.0.0.1:0 --dir /tmp/superstep --token s3cret`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
+			if _, err := runs.ParseStrategy(f.strategy); err != nil {
+				return badInput(fmt.Errorf("--a2a-strategy %q: want reject, enqueue, interrupt or rollback", f.strategy))
+			}
 			if af.enabled {
 				return runDevAWS(c.Context(), env, &f, &af)
 			}
@@ -74,6 +78,7 @@ next start.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.concurrency, "concurrency", runs.DefaultConcurrency, "most runs executing at once")
 	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
+	fl.StringVar(&f.strategy, "a2a-strategy", string(runs.StrategyReject), "what an A2A message does when its context's thread has an active task: reject, enqueue, interrupt or rollback")
 	af.register(c, env)
 	return c
 }
@@ -129,8 +134,16 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
-	agents := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{}))
+	agents := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st}),
+		// A message's contextId names a thread: a chat client's next
+		// message continues the conversation.
+		a2a.WithThreadStrategy(runs.Strategy(f.strategy))) // checked in RunE
 	handler.Handle(a2a.Pattern, agents)
+	// Push configs are in the store file: go on delivering those of the
+	// last run of dev.
+	if err := agents.ResumePush(ctx); err != nil {
+		log.Warn("push notifications of earlier tasks not resumed", "error", err)
+	}
 	if err := env.s.mount(handler); err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
 		return badInput(err)
@@ -145,7 +158,9 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		_ = sched.Shutdown(context.Background(), 0)
 		return failed(fmt.Errorf("listen on %s: %w", f.addr, err))
 	}
-	srv := api.NewServer(env.s.wrap(inspector.New(agents.PublicCards(handler))), api.ServerConfig{Logger: log}) // the web inspector at /, the API's routes keep precedence
+	// The web inspector at /, the API's routes keep precedence; with
+	// tracing on, a server span per API request.
+	srv := api.NewServer(env.s.wrap(inspector.New(tr.HTTPHandler(agents.PublicCards(handler)))), api.ServerConfig{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

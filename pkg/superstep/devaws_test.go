@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -59,6 +61,22 @@ func TestDevAWS(t *testing.T) {
 	r := h.run("runs", "create", "counter", "--input", `{"limit": 3}`, "--run-id", "c1", "--wait").want(t, ExitOK)
 	if !strings.Contains(r.stdout, "run c1 of counter created: completed at step 3") {
 		t.Errorf("runs create:\n%s", r.stdout)
+	}
+	// A run streamed as it goes (POST with "stream": true): the
+	// serverless handlers keep the events of a watched run.
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", url+"/v1/graphs/counter/runs",
+		strings.NewReader(`{"input": {"limit": 4, "delay_ms": 100}, "run_id": "s1", "stream": true, "stream_mode": "events"}`))
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	stream := string(body)
+	if resp.StatusCode != 200 || !strings.Contains(stream, "event: step_finished") || !strings.Contains(stream, "event: run_finished") ||
+		!strings.Contains(stream, "event: end\ndata: {\"run_id\":\"s1\",\"status\":\"completed\"") {
+		t.Errorf("stream of run s1 over dev --aws: %d\n%s", resp.StatusCode, stream)
 	}
 	h.run("runs", "create", "support-triage", "--input", triageInput(t), "--run-id", "t1", "--wait").want(t, ExitInterrupted)
 	h.run("runs", "resume", "t1", "--answer", "approve", "--wait").want(t, ExitOK)

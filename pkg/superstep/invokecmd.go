@@ -18,7 +18,7 @@ func newInvokeCmd(env Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "invoke FUNCTION --event FILE",
 		Short: "Invoke a Lambda function's handler here with one event",
-		Long: `Invoke the handler of FUNCTION (api, tick, node or sweep) in this process
+		Long: `Invoke the handler of FUNCTION (api, tick, node, sweep or stream) in this process
 with the event in FILE (- for stdin), as Lambda would, and print its
 response. The function's configuration comes from the environment, as in
 Lambda: TABLE_NAME, TICK_QUEUE_URL, NODE_QUEUE_URL (and START_QUEUE_URL,

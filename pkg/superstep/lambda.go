@@ -19,8 +19,8 @@ const (
 	// when it is set, [Run] serves a Lambda function instead of the CLI.
 	LambdaRuntimeEnv = "AWS_LAMBDA_RUNTIME_API"
 	// FunctionEnv names the Lambda function a process serves: api, tick,
-	// node or sweep. The SAM template sets it on each function; one
-	// binary serves all four.
+	// node, sweep or stream. The SAM template sets it on each function;
+	// one binary serves them all.
 	FunctionEnv = "SUPERSTEP_FUNCTION"
 )
 
@@ -32,7 +32,9 @@ const (
 //   - tick: the tick queue's messages (one superstep of a run)
 //   - node: the node-task queue's messages (remote nodes)
 //   - sweep: the table's stream (purges expired runs)
-var functionNames = []string{"api", "tick", "node", "sweep"}
+//   - stream: a Lambda function URL in RESPONSE_STREAM mode: the HTTP API
+//     with streamed responses (run streams, A2A message/stream)
+var functionNames = []string{"api", "tick", "node", "sweep", "stream"}
 
 // handler returns the Lambda handler of function name.
 func handler(app *serverless.App, name string) any {
@@ -45,6 +47,8 @@ func handler(app *serverless.App, name string) any {
 		return app.HandleNode
 	case "sweep":
 		return app.HandleStream
+	case "stream":
+		return app.HandleFunctionURL
 	}
 	return nil
 }
@@ -85,6 +89,7 @@ func serveLambda(ctx context.Context, env Env) int {
 		Graphs:     env.s.reg,
 		Logger:     env.s.logger,
 		Middleware: env.s.wrap,
+		Streaming:  name == "stream",
 	})
 	if err == nil {
 		err = env.s.mount(app.API)

@@ -89,7 +89,7 @@ func WithRoute(pattern string, h http.Handler) Option {
 }
 
 // WithFunction fixes the Lambda function the program serves when Lambda
-// starts it (api, tick, node or sweep), for a binary built for one
+// starts it (api, tick, node, sweep or stream), for a binary built for one
 // function. Without it the function comes from the [FunctionEnv]
 // environment variable, which the template sets; if both are given they
 // must agree.

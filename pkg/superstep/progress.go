@@ -1,8 +1,10 @@
 package superstep
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,12 @@ type progress struct {
 	begin time.Time
 	step  time.Time
 	tasks map[string]time.Time // task id -> start
+	// tokens: print the text of the message events nodes emit
+	// (pregel.IsMessageEvent) as they come.
+	tokens bool
+	// open is the task whose text is being printed, on a line not yet
+	// ended.
+	open string
 }
 
 func newProgress(w io.Writer) *progress {
@@ -33,6 +41,21 @@ func newProgress(w io.Writer) *progress {
 func (p *progress) observe(ev pregel.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ev.Type == pregel.EventCustom {
+		p.token(ev)
+		return
+	}
+	if ev.Type == pregel.EventNodeStarted {
+		p.tasks[ev.TaskID] = ev.Time
+		return
+	}
+	if p.open != "" {
+		fmt.Fprintln(p.w)
+		p.open = ""
+	}
+	if p.begin.IsZero() { // a stream resumed after its start
+		p.begin = ev.Time
+	}
 	switch ev.Type {
 	case pregel.EventRunStarted:
 		p.begin = ev.Time
@@ -44,8 +67,6 @@ func (p *progress) observe(ev pregel.Event) {
 	case pregel.EventStepStarted:
 		p.step = ev.Time
 		fmt.Fprintf(p.w, "step %d  %d %s  +%s\n", ev.Step, ev.Tasks, plural(ev.Tasks, "task", "tasks"), fmtDuration(ev.Time.Sub(p.begin)))
-	case pregel.EventNodeStarted:
-		p.tasks[ev.TaskID] = ev.Time
 	case pregel.EventNodeFinished:
 		took := time.Duration(0)
 		if t, ok := p.tasks[ev.TaskID]; ok {
@@ -79,4 +100,27 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// token prints the text a node streams, on a line of its own per task:
+//
+//	model: The refund was approved
+func (p *progress) token(ev pregel.Event) {
+	if !p.tokens || !pregel.IsMessageEvent(ev.Name) {
+		return
+	}
+	var piece struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(ev.Payload, &piece) != nil || piece.Text == "" {
+		return
+	}
+	if p.open != ev.TaskID {
+		if p.open != "" {
+			fmt.Fprintln(p.w)
+		}
+		fmt.Fprintf(p.w, "  %s: ", ev.Node)
+		p.open = ev.TaskID
+	}
+	fmt.Fprint(p.w, strings.ReplaceAll(piece.Text, "\n", "\n    "))
 }

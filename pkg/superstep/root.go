@@ -1,8 +1,8 @@
 // Package superstep is the entry point of a program that serves your
 // graphs: one main function gives your binary the whole superstep command
-// (run, resume, dev, dev --aws, runs, graph) on your graphs, and when AWS
+// (run, resume, dev, dev --aws, runs, threads, graph) on your graphs, and when AWS
 // Lambda starts the binary it serves the Lambda function the deployment
-// names (api, tick, node or sweep):
+// names (api, tick, node, sweep or stream):
 //
 //	func main() {
 //		superstep.Main(superstep.WithGraphs(orders.Graph, support.Graph))
@@ -158,7 +158,8 @@ func New(env Env) *cobra.Command {
 
 Run a registered graph on this machine (state in a SQLite file), serve the
 HTTP API locally with "superstep dev", and inspect or steer the runs of a
-dev server with "superstep runs".`,
+dev server with "superstep runs" and its conversations with "superstep
+threads".`,
 		Args:          noArgs,
 		RunE:          groupRunE,
 		SilenceUsage:  true,
@@ -178,6 +179,7 @@ dev server with "superstep runs".`,
 		newResumeCmd(env),
 		newDevCmd(env),
 		newRunsCmd(env),
+		newThreadsCmd(env),
 		newGraphCmd(env),
 		newInvokeCmd(env),
 	)

@@ -69,9 +69,11 @@ or with --json one object: run_id, graph, status, step, values, counters,
 interrupts, drain_reason, error, nodes.
 
 When the run is interrupted (a node waits for an answer), --answer VALUE
-resumes it with VALUE, again for every later interrupt. Without --answer
-and on a terminal, you are prompted for the answer; otherwise the command
-exits with code 3 and prints how to resume.
+resumes it with VALUE, again for every later interrupt; a node that
+refuses VALUE (it asks again, saying why) stops the command with code 3
+and the reason. Without --answer and on a terminal, you are prompted for
+the answer; otherwise the command exits with code 3 and prints how to
+resume.
 
 On SIGINT or SIGTERM the run drains: it stops at the next superstep
 boundary (reason "signal: interrupt" or "signal: terminated"). If it has
@@ -218,6 +220,8 @@ type session struct {
 	// Used by the driving goroutine only.
 	stdin    *bufio.Reader
 	answered int
+	// answeredIDs are the interrupts --answer has answered.
+	answeredIDs map[string]bool
 }
 
 func newSession(env Env, f *localFlags, g *pregel.Graph, ls *localStore, runID string) *session {
@@ -333,7 +337,25 @@ func (s *session) answerFor(ctx context.Context, runID string, pending []pregel.
 		fmt.Fprintf(s.env.Stderr, "run %s was answered %d times and interrupts again; stopping\n", runID, s.answered)
 		return nil, false
 	}
+	for _, in := range pending {
+		if in.Error != "" {
+			fmt.Fprintf(s.env.Stderr, "%s (%s) did not accept the last answer: %s\n", in.Node, in.ID, in.Error)
+		}
+	}
 	if s.flags.answered {
+		for _, in := range pending {
+			if in.Error != "" && s.answeredIDs[in.ID] {
+				// The same answer would be refused again.
+				fmt.Fprintf(s.env.Stderr, "--answer does not answer %s (%s); resume the run with another answer\n", in.Node, in.ID)
+				return nil, false
+			}
+		}
+		if s.answeredIDs == nil {
+			s.answeredIDs = make(map[string]bool)
+		}
+		for _, in := range pending {
+			s.answeredIDs[in.ID] = true
+		}
 		s.answered++
 		if !s.flags.quiet {
 			fmt.Fprintf(s.env.Stderr, "answering %s with %s\n", describeInterrupts(pending), parseAnswer(s.flags.answer))

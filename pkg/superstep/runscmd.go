@@ -38,6 +38,7 @@ shown as their detail; 4xx answers exit with code 2, other failures with 1.`,
 		newRunsDrainCmd(env, &f),
 		newRunsCancelCmd(env, &f),
 		newRunsResumeCmd(env, &f),
+		newRunsWatchCmd(env, &f),
 	)
 	return c
 }
@@ -252,11 +253,12 @@ type waitFlags struct {
 }
 
 func (wf *waitFlags) register(c *cobra.Command) {
-	c.Flags().BoolVar(&wf.wait, "wait", false, "wait until the run stops; exit with its code (0 completed, 1 failed, 3 interrupted, 4 drained, 5 cancelled)")
+	c.Flags().BoolVar(&wf.wait, "wait", false, "wait until the run stops (following its event stream); exit with its code (0 completed, 1 failed, 3 interrupted, 4 drained, 5 cancelled)")
 	c.Flags().DurationVar(&wf.timeout, "wait-timeout", 0, "with --wait, give up after this long (0: no limit)")
 }
 
-// waitRun polls a run until it is no longer pending or running.
+// waitRun polls a run until it is no longer pending or running (for
+// servers that do not stream runs; see waitStream).
 func waitRun(ctx context.Context, cl *client, id string, timeout time.Duration) (api.Run, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -286,7 +288,7 @@ func waitRun(ctx context.Context, cl *client, id string, timeout time.Duration) 
 func showRunResult(env Env, f *serverFlags, cl *client, c *cobra.Command, r api.Run, raw []byte, wf *waitFlags, verb string) error {
 	if wf != nil && wf.wait {
 		var err error
-		if r, err = waitRun(c.Context(), cl, r.RunID, wf.timeout); err != nil {
+		if r, err = waitStream(c.Context(), cl, r.RunID, wf.timeout); err != nil {
 			return err
 		}
 		if raw, err = json.Marshal(r); err != nil {

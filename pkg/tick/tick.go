@@ -93,6 +93,19 @@ type Handler struct {
 	// invocation while every task of it is inline (see Chain). The zero
 	// value is one superstep per message.
 	Chain Chain
+	// Events, when set, receives the run's events (see events.go): the
+	// stream GET /v1/runs/{id}/stream serves. Nil: no events are kept.
+	Events EventLog
+	// EventFilter, when set, says which runs' events go to Events: those
+	// whose record it approves (say, watched ones). Nil: every run's.
+	EventFilter func(runs.Run) bool
+	// EventFlush is how often the events of a node still running are
+	// appended (default DefaultEventFlush); the rest are appended when
+	// the call ends.
+	EventFlush time.Duration
+	// Threads, when set, passes a thread on when a run of it stops and
+	// starts a thread's runs from its state (see Threads; runs.Service).
+	Threads Threads
 }
 
 // RunLoader reads what a tick starts from: a run record, its newest
@@ -249,6 +262,8 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	if t.RunID == "" || t.Step < 1 {
 		return fmt.Errorf("%w: tick needs a run_id and a step >= 1, got %+v", ErrBadMessage, t)
 	}
+	ctx, flush := h.startEvents(ctx, t.RunID)
+	defer flush()
 	return h.tick(ctx, t, h.Chain.start(ctx))
 }
 
@@ -265,18 +280,22 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	}
 	if run.Status != pregel.RunPending && run.Status != pregel.RunRunning {
 		log.Debug("tick for a run that is not running; no-op", "status", run.Status)
-		return nil
+		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if h.Tracer != nil {
 		var end func(error)
 		ctx, end = h.Tracer.StartTick(ctx, run, t.Step)
 		defer func() { end(err) }()
 	}
+	noteRun(ctx, run)
 	g, ok := h.Graphs.Get(run.Graph)
 	if !ok {
 		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
 	if cp == nil {
+		if ok, err := h.startThreadRun(ctx, run); ok {
+			return err
+		}
 		if cp, err = g.Start(ctx, run.ID, run.Input); err == nil {
 			if err = h.Checkpoints.Commit(ctx, cp); errors.Is(err, pregel.ErrStepConflict) {
 				// Another tick got there first and may have gone on.
@@ -316,7 +335,8 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	if cp.Step >= g.MaxSteps() {
 		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps()), "")
 	}
-	if run.Status == pregel.RunPending {
+	starting := run.Status == pregel.RunPending
+	if starting {
 		if _, err := runs.Mutate(ctx, h.Runs, run.ID, func(r *runs.Run) error {
 			if r.Status == pregel.RunPending {
 				r.Status = pregel.RunRunning
@@ -325,11 +345,15 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		}); err != nil {
 			return err
 		}
+		emit(ctx, pregel.Event{Type: pregel.EventRunStarted, Step: cp.Step})
 	}
 	if run.Resume != nil {
 		if pending, err = h.answer(ctx, run, step, pending); err != nil {
 			return err
 		}
+	}
+	if len(pending) == 0 || starting {
+		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: step, Tasks: len(tasks)})
 	}
 	settled := settledResults(pending)
 	var inline []pregel.Task
@@ -488,11 +512,15 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, run runs.R
 					return
 				}
 			}
-			tctx, end := h.startTask(ctx, run, task)
+			emit(ctx, pregel.Event{Type: pregel.EventNodeStarted, Step: task.Step, Node: task.Node(), TaskID: task.ID, Arg: task.Trigger.Arg})
+			tctx, end := h.startTask(nodeSink(ctx), run, task)
 			res := g.ExecuteFrom(tctx, task, cp, resume[task.ID])
 			end(res)
 			if record || !res.Final() || res.Status == pregel.NodeFailed {
 				res, errs[i] = h.Checkpoints.RecordTask(ctx, task.RunID, task.Step, res)
+			}
+			if errs[i] == nil {
+				emitNodeFinished(ctx, task, res)
 			}
 			results[i] = res
 		})
@@ -546,6 +574,7 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	}
 	switch out.Status {
 	case pregel.RunInterrupted:
+		emit(ctx, pregel.Event{Type: pregel.EventInterrupted, Step: cp.Step + 1, Interrupts: out.Interrupts})
 		return h.finish(ctx, cp, cp.RunID, pregel.RunInterrupted, out.Interrupts, "", "")
 	case pregel.RunFailed:
 		msg, node := failure(out.Err)
@@ -560,6 +589,7 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		}
 		return fmt.Errorf("commit step %d: %w", out.Checkpoint.Step, err)
 	}
+	emitStepCommitted(ctx, out.Checkpoint, len(tasks))
 	if ch.next(g, out.Checkpoint) {
 		// The next step's tick reads the run record afresh (drain,
 		// cancel) with the open step's results, in one request with a
@@ -604,7 +634,7 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
 	}
 	next := false
-	_, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
+	rec, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
 		next = false
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return errUnchanged
@@ -636,9 +666,17 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 	if err != nil && !errors.Is(err, errUnchanged) {
 		return err
 	}
+	if !next {
+		if err == nil {
+			emitRunStopped(ctx, rec)
+		}
+		return h.stopped(ctx, rec)
+	}
 	switch {
 	case next && remote:
-		for _, t := range g.Plan(cp) {
+		tasks := g.Plan(cp)
+		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
+		for _, t := range tasks {
 			if err := h.Queue.SendTask(ctx, NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}); err != nil {
 				return fmt.Errorf("send task %s: %w", t.ID, err)
 			}
@@ -667,10 +705,13 @@ func allRemote(g *pregel.Graph, cp *pregel.Checkpoint) bool {
 // finish ends or pauses a run that is pending or running, at its last
 // committed checkpoint cp (nil when none could be read).
 func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, status pregel.RunStatus, interrupts []pregel.InterruptInfo, msg, node string) error {
-	_, err := runs.Mutate(ctx, h.Runs, id, func(r *runs.Run) error {
+	stopped := false
+	rec, err := runs.Mutate(ctx, h.Runs, id, func(r *runs.Run) error {
+		stopped = false
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return nil
 		}
+		stopped = true
 		if cp != nil {
 			r.Step, r.Counters = cp.Step, cp.Counters
 		}
@@ -680,7 +721,13 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 		}
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	if stopped {
+		emitRunStopped(ctx, rec)
+	}
+	return h.stopped(ctx, rec)
 }
 
 // Node executes one remote task and records its result once. When it is
@@ -691,6 +738,8 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return fmt.Errorf("%w: node task needs run_id, step >= 1 and task_id, got %+v", ErrBadMessage, nt)
 	}
 	log := h.log().With("run_id", nt.RunID, "step", nt.Step, "task_id", nt.TaskID)
+	ctx, flush := h.startEvents(ctx, nt.RunID)
+	defer flush()
 	run, cp, own, started, err := h.loadTask(ctx, nt.RunID, nt.TaskID)
 	if errors.Is(err, runs.ErrNotFound) {
 		log.Warn("node task for an unknown run; dropped")
@@ -701,7 +750,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	}
 	if run.Status != pregel.RunRunning && run.Status != pregel.RunPending {
 		log.Debug("node task for a run that is not running; no-op", "status", run.Status)
-		return nil
+		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if run.CancelRequested {
 		// The task is not started, and no result of it will send the
@@ -713,6 +762,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		log.Info("node task of a run being cancelled: not executed; the tick handler ends the run")
 		return h.Queue.SendTick(ctx, Tick{RunID: run.ID, Step: open, Nonce: "cancel"})
 	}
+	noteRun(ctx, run)
 	g, ok := h.Graphs.Get(run.Graph)
 	if !ok {
 		// As the tick handler does: the run cannot go on here.
@@ -780,8 +830,9 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return ErrClaimed
 	}
 	// The task's span stays in ctx: the commit tick sent below links to it.
+	emit(ctx, pregel.Event{Type: pregel.EventNodeStarted, Step: task.Step, Node: task.Node(), TaskID: task.ID, Arg: task.Trigger.Arg})
 	ctx, end := h.startTask(ctx, run, *task)
-	res := g.ExecuteFrom(ctx, *task, cp, resume)
+	res := g.ExecuteFrom(nodeSink(ctx), *task, cp, resume)
 	end(res)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -790,6 +841,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
+	emitNodeFinished(ctx, *task, res)
 	return h.settle(ctx, g, cp, tasks, stored, &run)
 }
 

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/contrib/propagators/autoprop"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -35,6 +36,7 @@ const ScopeName = "github.com/superstep/superstep/pkg/tracing"
 // Tracer makes superstep's spans. Create it with [New] or [FromEnv]; it is
 // safe for concurrent use. Every method of a nil *Tracer is a no-op.
 type Tracer struct {
+	tp     trace.TracerProvider
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	// flush and shutdown are set when the Tracer owns an SDK provider.
@@ -54,7 +56,7 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 
 // New returns a Tracer making spans with tp.
 func New(tp trace.TracerProvider, opts ...Option) *Tracer {
-	t := &Tracer{tracer: tp.Tracer(ScopeName)}
+	t := &Tracer{tp: tp, tracer: tp.Tracer(ScopeName)}
 	for _, o := range opts {
 		o(t)
 	}
@@ -88,7 +90,10 @@ func Enabled(getenv func(string) string) bool {
 // default once an endpoint is set; console; none) and configured by the
 // OTEL_EXPORTER_OTLP_* variables; the sampler by OTEL_TRACES_SAMPLER; the
 // resource by OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, with
-// service.name defaulting to service. The provider becomes the global one
+// service.name defaulting to service; the propagation format (of HTTP
+// headers, queue messages and run records) by OTEL_PROPAGATORS
+// (tracecontext,baggage by default; b3, b3multi, jaeger, xray, ottrace
+// too). The provider becomes the global one
 // (otel.SetTracerProvider), so that spans nodes make with the otel API
 // join their run's trace. Call [Tracer.Shutdown] before the process
 // exits.
@@ -109,11 +114,35 @@ func FromEnv(ctx context.Context, service string) (*Tracer, error) {
 		return nil, fmt.Errorf("tracing: resource from OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	t := New(tp)
+	prop, err := propagatorFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	t := New(tp, WithPropagator(prop))
 	t.shutdown = tp.Shutdown
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(t.prop)
 	return t, nil
+}
+
+// propagatorFromEnv is the propagator OTEL_PROPAGATORS names: W3C trace
+// context and baggage when it is unset.
+func propagatorFromEnv() (propagation.TextMapPropagator, error) {
+	v := strings.TrimSpace(os.Getenv("OTEL_PROPAGATORS"))
+	if v == "" {
+		return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}), nil
+	}
+	var names []string
+	for n := range strings.SplitSeq(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	p, err := autoprop.TextMapPropagator(names...)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTEL_PROPAGATORS=%q: %w; known are tracecontext, baggage, b3, b3multi, jaeger, xray, ottrace and none", v, err)
+	}
+	return p, nil
 }
 
 // Flush exports the spans ended so far. A Lambda function calls it at the

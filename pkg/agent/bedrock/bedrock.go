@@ -280,6 +280,13 @@ func convertBlocks(content []agent.Block) ([]types.ContentBlock, error) {
 					return nil, fmt.Errorf("tool call %s: its input is not JSON: %w", b.ToolCall.ID, err)
 				}
 			}
+			if _, ok := input.(map[string]any); !ok {
+				// Bedrock takes only an object here. A call whose
+				// arguments were not one (a stream cut mid-arguments,
+				// kept as a JSON string) is replayed without them; its
+				// tool result says they were invalid.
+				input = map[string]any{}
+			}
 			out = append(out, &types.ContentBlockMemberToolUse{Value: types.ToolUseBlock{
 				ToolUseId: aws.String(b.ToolCall.ID), Name: aws.String(b.ToolCall.Name), Input: document.NewLazyDocument(input),
 			}})

@@ -422,3 +422,114 @@ func TestAgentOnBrokenStream(t *testing.T) {
 		t.Fatalf("%d calls, want 2 (one retry)", len(f.paths))
 	}
 }
+
+// Bad output from the model, on the wire: the run goes on (the model is
+// told what was wrong) or fails with a message saying what happened;
+// never a panic or a hung run.
+func TestAgentOnBadModelOutput(t *testing.T) {
+	lookups := 0
+	lookup := agent.MustTool("lookup_order", "Looks up an order", func(ctx context.Context, in struct {
+		OrderID string `json:"order_id"`
+	}) (string, error) {
+		lookups++
+		return in.OrderID + ": shipped", nil
+	})
+	answer := reply{frames: []eventstream.Message{textDelta(0, "Sorry about that."), stop(0), messageStop("end_turn"), metadata(20, 4)}}
+	tests := []struct {
+		name    string
+		replies []reply
+		calls   int
+		err     string // the run's error; "" when it completes
+		check   func(t *testing.T, f *fakeBedrock, st agent.State)
+	}{
+		{
+			name:    "a malformed frame, then a good stream",
+			replies: []reply{{frames: []eventstream.Message{textDelta(0, "x"), textDelta(0, "y")}, corrupt: true}, answer},
+			calls:   2,
+		},
+		{
+			name:    "an empty answer",
+			replies: []reply{{frames: []eventstream.Message{messageStop("end_turn"), metadata(10, 0)}}},
+			calls:   1,
+			err:     `the model returned an empty answer (stop reason "end_turn")`,
+		},
+		{
+			name:    "a blank answer",
+			replies: []reply{{frames: []eventstream.Message{textDelta(0, "  \n"), stop(0), messageStop("max_tokens"), metadata(10, 1)}}},
+			calls:   1,
+			err:     `the model returned an empty answer (stop reason "max_tokens")`,
+		},
+		{
+			name: "an unknown tool, an argument of the wrong type and arguments cut short",
+			replies: []reply{{frames: []eventstream.Message{
+				toolStart(0, "t1", "cancel_order"), toolDelta(0, `{"order_id":"A-1"}`), stop(0),
+				toolStart(1, "t2", "lookup_order"), toolDelta(1, `{"order_id":42}`), stop(1),
+				toolStart(2, "t3", "lookup_order"), toolDelta(2, `{"order_id":"A`),
+				messageStop("max_tokens"), metadata(10, 30),
+			}}, answer},
+			calls: 2,
+			check: func(t *testing.T, f *fakeBedrock, st agent.State) {
+				if lookups != 0 {
+					t.Errorf("the lookup ran %d times with bad arguments", lookups)
+				}
+				// The second request replays the calls with object inputs
+				// (what Bedrock accepts) and an error result for each.
+				msgs, _ := f.bodies[1]["messages"].([]any)
+				if len(msgs) != 3 {
+					t.Fatalf("second request: %d messages, want user, assistant, tool results", len(msgs))
+				}
+				raw, _ := json.Marshal(msgs[1])
+				for _, want := range []string{`"input":{"order_id":"A-1"}`, `"input":{"order_id":42}`, `"input":{}`} {
+					if !strings.Contains(string(raw), want) {
+						t.Errorf("the replayed calls %s lack %s", raw, want)
+					}
+				}
+				raw, _ = json.Marshal(msgs[2])
+				if n := strings.Count(string(raw), `"status":"error"`); n != 3 {
+					t.Errorf("%d error results in %s, want 3", n, raw)
+				}
+				for _, want := range []string{`there is no tool named \"cancel_order\"`, "invalid arguments"} {
+					if !strings.Contains(string(raw), want) {
+						t.Errorf("the results %s do not tell the model %q", raw, want)
+					}
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lookups = 0
+			f, m := start(t, tt.replies...)
+			g, err := agent.New(agent.Config{Model: m, Tools: []agent.Tool{lookup},
+				ModelRetry: &pregel.RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond, RetryIf: agent.IsRetryable}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res, err := g.Run(ctx, agent.TextInput("cancel A-1"))
+			if tt.err != "" {
+				if err == nil || res.Status != pregel.RunFailed || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v: %v; want a failed run saying %q", res.Status, err, tt.err)
+				}
+			} else {
+				if err != nil || res.Status != pregel.RunCompleted {
+					t.Fatalf("got %v: %v; want the run completed", res.Status, err)
+				}
+				var st agent.State
+				if err := res.Decode(&st); err != nil {
+					t.Fatal(err)
+				}
+				if last := st.Messages[len(st.Messages)-1]; last.Text() != "Sorry about that." {
+					t.Errorf("last message %+v", last)
+				}
+				if tt.check != nil {
+					tt.check(t, f, st)
+				}
+			}
+			if len(f.paths) != tt.calls {
+				t.Errorf("%d calls to Bedrock, want %d", len(f.paths), tt.calls)
+			}
+		})
+	}
+}

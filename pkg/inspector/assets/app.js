@@ -67,6 +67,52 @@
     return d.toLocaleString(undefined, { hour12: false }) + '.' + String(d.getMilliseconds()).padStart(3, '0');
   }
 
+  // micros is an RFC 3339 time (nanoseconds and all) in microseconds since
+  // the epoch; NaN when there is none.
+  function micros(iso) {
+    if (!iso) return NaN;
+    let frac = 0;
+    const whole = iso.replace(/\.(\d+)/, (_, f) => {
+      frac = Number(f.padEnd(6, '0').slice(0, 6));
+      return '';
+    });
+    return Date.parse(whole) * 1000 + frac;
+  }
+
+  // took is how long a task ran, in microseconds (NaN when unknown).
+  function took(t) {
+    return micros(t.finished) - micros(t.started);
+  }
+
+  // dur shows a duration given in microseconds.
+  function dur(us) {
+    if (!Number.isFinite(us)) return '';
+    if (us < 1000) return Math.round(us) + 'µs';
+    if (us < 1e6) return (us / 1000).toFixed(us < 1e4 ? 2 : 1) + 'ms';
+    if (us < 6e7) return (us / 1e6).toFixed(2) + 's';
+    return Math.floor(us / 6e7) + 'm' + Math.round((us % 6e7) / 1e6) + 's';
+  }
+
+  // stepSpan is how long a step's tasks took together: from the first
+  // start to the last finish (NaN when unknown).
+  function stepSpan(s) {
+    const ts = (s.tasks || []).filter((t) => t.started && t.finished);
+    if (!ts.length) return NaN;
+    return Math.max(...ts.map((t) => micros(t.finished))) - Math.min(...ts.map((t) => micros(t.started)));
+  }
+
+  // usageTable shows token usage per node and for the run (the API's
+  // pregel.UsageTotals); null when there is none.
+  function usageTable(u, only) {
+    if (!u || !u.total) return null;
+    const row = (name, x, cls) => h('tr', { class: cls, 'data-usage': name }, h('td', { class: 'mono', text: name }),
+      ['input_tokens', 'output_tokens', 'total_tokens'].map((k) => h('td', { class: 'num', text: String(x[k] || 0) })));
+    const nodes = Object.keys(u.by_node || {}).filter((n) => !only || n === only).sort();
+    if (only && !nodes.length) return null;
+    return h('table', { class: 'usage' }, h('tr', {}, ['node', 'input', 'output', 'total'].map((t) => h('th', { text: t }))),
+      nodes.map((n) => row(n, u.by_node[n])), only ? null : row('(run)', u.total, 'total'));
+  }
+
   function badge(status) {
     return h('span', { class: 'badge s-' + status, 'data-status': status, text: status });
   }
@@ -168,20 +214,26 @@
 
   // Feed calls refresh now and again whenever the watched thing may have
   // changed, until stopped or until refresh returns false. Given a stream
-  // (a path of GET /v1/runs/{id}/stream), it listens to it with an
-  // EventSource and refreshes as the run's events come (at most every
-  // STREAM_MIN_MS), polling only every STREAM_POLL_MS in case; when the
-  // stream fails (a server that does not stream, or that wants a token,
-  // which an EventSource cannot send) or has ended, it polls every
-  // POLL_MS as before.
+  // (a path of GET /v1/runs/{id}/stream), it reads it with fetch (which,
+  // unlike an EventSource, can send the bearer token) and refreshes as the
+  // run's events come (at most every STREAM_MIN_MS), polling only every
+  // STREAM_POLL_MS in case; a dropped connection is opened again with the
+  // Last-Event-ID of the last event read, so no event is lost or read
+  // twice. onEvent, when given, receives every event of the stream (name,
+  // decoded data). When the stream fails for good (a server that does not
+  // stream) or has ended, it polls every POLL_MS as before.
   const STREAM_MIN_MS = 250;
   const STREAM_POLL_MS = 10000;
+  const STREAM_RETRIES = 5;
+  const STREAM_EVENTS = new Set(['run_started', 'node_started', 'node_finished', 'step_finished', 'run_finished', 'reset']);
 
   class Feed {
-    constructor(refresh, stream) {
+    constructor(refresh, stream, onEvent) {
       this.refresh = refresh;
       this.stream = stream;
-      this.es = null;
+      this.onEvent = onEvent;
+      this.ctl = null; // aborts the stream's request while it is followed
+      this.lastId = ''; // id of the last event read
       this.timer = 0;
       this.stopped = false;
       this.failed = false;
@@ -196,33 +248,98 @@
       return this;
     }
 
-    // listen opens the stream, if there is one and the browser can.
-    listen() {
-      // An EventSource cannot send the bearer token: with one, poll.
-      if (!this.stream || typeof EventSource === 'undefined' || this.stopped || sessionStorage.getItem(TOKEN_KEY)) return;
-      const es = new EventSource(this.stream);
-      this.es = es;
-      const soon = () => {
-        const wait = Math.max(0, this.last + STREAM_MIN_MS - Date.now());
-        clearTimeout(this.timer);
-        this.timer = setTimeout(() => this.tick(), wait);
-      };
-      for (const name of ['run_started', 'node_started', 'node_finished', 'step_finished', 'run_finished', 'reset']) {
-        es.addEventListener(name, soon);
+    // soon refreshes at the next moment STREAM_MIN_MS allows.
+    soon() {
+      const wait = Math.max(0, this.last + STREAM_MIN_MS - Date.now());
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => this.tick(), wait);
+    }
+
+    // listen follows the stream, if there is one, until it ends, fails
+    // STREAM_RETRIES times in a row, or the feed stops.
+    async listen() {
+      if (!this.stream || this.stopped || typeof ReadableStream === 'undefined' || typeof TextDecoderStream === 'undefined') return;
+      const ctl = new AbortController();
+      this.ctl = ctl;
+      let fails = 0;
+      while (!this.stopped && this.ctl === ctl) {
+        const headers = { Accept: 'text/event-stream' };
+        const tok = sessionStorage.getItem(TOKEN_KEY);
+        if (tok) headers.Authorization = 'Bearer ' + tok;
+        if (this.lastId) headers['Last-Event-ID'] = this.lastId;
+        let ended = false;
+        try {
+          const res = await fetch(this.stream, { headers, signal: ctl.signal, cache: 'no-store' });
+          if (res.status === 401) { // ask for the token, as api does, and follow with it
+            if (tok && sessionStorage.getItem(TOKEN_KEY) === tok) sessionStorage.removeItem(TOKEN_KEY);
+            await askToken(tok ? 'The server refused that token; enter the token it was started with.' : 'This server requires a bearer token (superstep dev --token).');
+            continue;
+          }
+          // 404, 501: poll instead.
+          if (!res.ok || !res.body || !(res.headers.get('Content-Type') || '').startsWith('text/event-stream')) break;
+          ended = await this.read(res.body, () => {
+            fails = 0;
+          });
+        } catch (_) {
+          if (ctl.signal.aborted) return;
+        }
+        if (ended || ++fails > STREAM_RETRIES) break;
+        this.soon(); // something may have happened while disconnected
+        await new Promise((ok) => setTimeout(ok, Math.min(250 * 2 ** fails, 5000)));
       }
-      es.addEventListener('end', () => {
-        this.close(); // else the EventSource would reconnect
-        soon();
-      });
-      es.onerror = () => {
-        this.close();
-        soon();
-      };
+      if (this.ctl === ctl) this.ctl = null;
+      this.soon();
+    }
+
+    // read parses the server-sent events of body until it ends; it
+    // reports whether the stream ended with its "end" event.
+    async read(body, onMessage) {
+      const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return false;
+        buf += value.replace(/\r\n?/g, '\n');
+        let cut;
+        while ((cut = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, cut);
+          buf = buf.slice(cut + 2);
+          let name = 'message';
+          let id = '';
+          const data = [];
+          for (const line of block.split('\n')) {
+            if (!line || line[0] === ':') continue;
+            const i = line.indexOf(':');
+            const field = i < 0 ? line : line.slice(0, i);
+            const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+            if (field === 'event') name = val;
+            else if (field === 'id') id = val;
+            else if (field === 'data') data.push(val);
+          }
+          if (!data.length) continue; // a comment: a heartbeat
+          onMessage();
+          if (id) this.lastId = id;
+          if (name === 'end') {
+            reader.cancel().catch(() => {});
+            return true;
+          }
+          if (this.onEvent) {
+            let parsed = null;
+            try {
+              parsed = JSON.parse(data.join('\n'));
+            } catch (_) {
+              parsed = null;
+            }
+            this.onEvent(name, parsed);
+          }
+          if (STREAM_EVENTS.has(name)) this.soon();
+        }
+      }
     }
 
     close() {
-      if (this.es) this.es.close();
-      this.es = null;
+      if (this.ctl) this.ctl.abort();
+      this.ctl = null;
     }
 
     async tick() {
@@ -247,7 +364,7 @@
         more = !(e instanceof ApiError && e.status >= 400 && e.status < 500);
       }
       this.busy = false;
-      if (!more) this.close();
+      if (!more && this.failed) this.close(); // a finished run's stream ends by itself
       setLive(!this.stopped && more);
       if (this.stopped || !more) return;
       if (this.again) {
@@ -255,7 +372,7 @@
         this.timer = setTimeout(() => this.tick(), STREAM_MIN_MS);
         return;
       }
-      this.timer = setTimeout(() => this.tick(), this.es ? STREAM_POLL_MS : POLL_MS);
+      this.timer = setTimeout(() => this.tick(), this.ctl ? STREAM_POLL_MS : POLL_MS);
     }
 
     stop() {
@@ -392,12 +509,14 @@
       const rows = [];
       for (const s of run.steps) {
         for (const t of s.tasks || []) {
-          if (t.node === id) rows.push(h('tr', {}, h('td', { text: s.step }), h('td', {}, badge(t.status)), h('td', { text: t.attempts || '' }), h('td', { text: t.reason || t.error || '' })));
+          if (t.node === id) rows.push(h('tr', {}, h('td', { text: s.step }), h('td', {}, badge(t.status)), h('td', { text: t.attempts || '' }), h('td', { class: 'num', text: dur(took(t)) }), h('td', { text: t.reason || t.error || '' })));
         }
       }
       out.push(h('h3', { text: 'Executions in this run' }),
-        rows.length ? h('table', {}, h('tr', {}, ['step', 'status', 'attempts', 'reason / error'].map((t) => h('th', { text: t }))), rows)
+        rows.length ? h('table', {}, h('tr', {}, ['step', 'status', 'attempts', 'took', 'reason / error'].map((t) => h('th', { text: t }))), rows)
           : h('p', { class: 'muted', text: 'None committed yet.' }));
+      const u = usageTable(run.usage, id);
+      if (u) out.push(h('h3', { text: 'Tokens' }), u);
     }
     return out;
   }
@@ -620,7 +739,11 @@
       timeline: h('div', { id: 'timeline' }),
       state: h('div', { id: 'state' }),
       events: h('div', { id: 'events' }),
+      usage: h('div', { id: 'usage' }),
+      output: h('div', { id: 'stream-output' }),
     };
+    ui.usagePanel = h('div', { class: 'panel', hidden: true }, h('h2', { text: 'Token usage' }), ui.usage);
+    ui.outputPanel = h('div', { class: 'panel', hidden: true }, h('h2', { text: 'Model output' }), ui.output);
     const st = {
       graph: null,
       run: null,
@@ -630,7 +753,10 @@
       controlsKey: '',
       shownKey: '',
       checkpoints: new Map(), // committed steps never change
+      output: new Map(), // task id -> the text it streamed
+      lastEventId: 0, // of the last stream event handled
     };
+    const stream = '/v1/runs/' + enc(id) + '/stream?mode=events';
     let loaded = false;
 
     const latestStep = () => (st.run.steps.length ? st.run.steps[st.run.steps.length - 1].step : 0);
@@ -658,7 +784,7 @@
       }
       st.controlsKey = '';
       if (feed) feed.stop();
-      feed = new Feed(refresh).start();
+      feed = new Feed(refresh, stream, onStreamEvent).start();
     };
 
     const renderControls = () => {
@@ -722,10 +848,21 @@
     const renderTimeline = () => {
       const cur = shownStep();
       const r = st.run;
+      // Each task's bar is as long as its share of the longest task.
+      let longest = 0;
+      for (const s of r.steps) for (const t of s.tasks || []) if (took(t) > longest) longest = took(t);
+      const bar = (t) => {
+        const el = h('span', { class: 'bar' });
+        el.style.width = (longest > 0 && took(t) > 0 ? Math.max(2, Math.round((48 * took(t)) / longest)) : 0) + 'px';
+        return el;
+      };
       const rows = r.steps.map((s) => h('tr', { class: 'clickable' + (s.step === cur ? ' selected' : ''), 'data-step': s.step, onclick: () => selectStep(s.step) },
         h('td', { text: s.step === 0 ? '0 (input)' : s.step }),
-        h('td', {}, (s.tasks || []).map((t) => h('span', { class: 'chip s-' + t.status, title: t.task_id + (t.error ? ': ' + t.error : '') },
-          t.node + ' ' + t.status + (t.attempts > 1 ? ' ×' + t.attempts : '') + (t.reason || t.error ? ' — ' + (t.reason || t.error) : '')))),
+        h('td', {}, (s.tasks || []).map((t) => h('span', { class: 'chip s-' + t.status, 'data-node': t.node, 'data-took-us': Number.isFinite(took(t)) ? Math.round(took(t)) : null,
+          title: t.task_id + (t.started ? ' ran ' + when(t.started) + ' → ' + when(t.finished) : '') + (t.error ? ': ' + t.error : '') },
+        t.node + ' ' + t.status + (t.attempts > 1 ? ' ×' + t.attempts : '') + (Number.isFinite(took(t)) ? ' ' + dur(took(t)) : '') + (t.reason || t.error ? ' — ' + (t.reason || t.error) : ''),
+        Number.isFinite(took(t)) ? bar(t) : null))),
+        h('td', { class: 'num step-took', text: dur(stepSpan(s)) }),
         h('td', { class: 'mono', text: (s.changed || []).join(', ') }),
         h('td', { class: 'mono', text: (s.next || []).join(', ') })));
       if (!isFinal(r.status) && r.steps.length) {
@@ -734,12 +871,32 @@
           const what = r.status === 'running' ? 'running' : r.status === 'interrupted' ? 'waiting' : r.status;
           rows.push(h('tr', { class: 'muted' }, h('td', { text: (latestStep() + 1) + ' (' + what + ')' }),
             h('td', {}, next.map((n) => h('span', { class: 'chip s-' + (r.status === 'interrupted' && (r.interrupts || []).some((i) => i.node === n) ? 'interrupted' : r.status === 'running' ? 'running' : 'pending'), text: n }))),
-            h('td', {}), h('td', {})));
+            h('td', {}), h('td', {}), h('td', {})));
         }
       }
       put(ui.timeline,
-        h('table', {}, h('tr', {}, ['step', 'tasks (status, attempts, reason)', 'changed', 'next'].map((t) => h('th', { text: t }))), rows),
-        h('p', { class: 'muted', text: 'Node durations are not shown: the engine does not record when tasks start and end yet.' }));
+        h('table', {}, h('tr', {}, ['step', 'tasks (status, attempts, time, reason)', 'took', 'changed', 'next'].map((t) => h('th', { text: t }))), rows));
+    };
+
+    const renderUsage = () => {
+      const t = usageTable(st.run.usage);
+      ui.usagePanel.hidden = !t;
+      put(ui.usage, t);
+    };
+
+    // The text model nodes stream, per task, as it comes.
+    const onStreamEvent = (name, ev) => {
+      if (!ev || typeof ev.id !== 'number' || ev.id <= st.lastEventId) return; // replayed to a new feed
+      st.lastEventId = ev.id;
+      if (name !== 'custom' || (ev.name !== 'message_delta' && ev.name !== 'token') || !ev.payload || typeof ev.payload.text !== 'string') return;
+      let o = st.output.get(ev.task_id);
+      if (!o) {
+        o = { node: ev.node, step: ev.step, text: h('span', { class: 'text' }) };
+        st.output.set(ev.task_id, o);
+        ui.output.append(h('div', { class: 'stream-item', 'data-node': ev.node }, h('b', { class: 'mono', text: ev.node }), h('span', { class: 'muted', text: ' step ' + ev.step + ': ' }), o.text));
+        ui.outputPanel.hidden = false;
+      }
+      o.text.append(ev.payload.text);
     };
 
     const renderState = async () => {
@@ -802,6 +959,7 @@
       renderStepper();
       renderGraph();
       renderTimeline();
+      renderUsage();
       renderEvents();
       renderState().catch((e) => showError(e.message));
     };
@@ -819,6 +977,8 @@
               h('div', { class: 'panel' }, h('h2', { text: 'Supersteps' }), ui.timeline)),
             h('div', {},
               ui.details,
+              ui.outputPanel,
+              ui.usagePanel,
               h('div', { class: 'panel' }, h('h2', { text: 'State' }), ui.state),
               h('div', { class: 'panel' }, h('h2', { text: 'Events' }), ui.events))));
       }
@@ -836,7 +996,7 @@
         if (!loaded) put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
         throw e;
       }
-    }, '/v1/runs/' + enc(id) + '/stream?mode=events').start();
+    }, stream, onStreamEvent).start();
   }
 
   function isFinal(status) {

@@ -44,6 +44,15 @@
 //     steps or fails with ErrNotFound.
 //   - A method called with a cancelled context returns an error wrapping
 //     [context.Canceled] and changes nothing.
+//   - Checkpoints the engine makes for channels stored in segments (see
+//     [pregel.Builder.AppendReducer]) load back whole, at every step, in
+//     runs that continue others ([pregel.Graph.ContinueFrom], committed
+//     with CommitFrom when the store is a runs.Seeder) and after a new
+//     version of the graph that does not segment them resumes the run. A
+//     store that keeps checkpoints as they are (MemoryStore) passes as it
+//     is; one that writes only the channels a step changed calls
+//     [pregel.PackSegments] in Commit and [pregel.UnpackSegments] in Load,
+//     and must keep channel names with the byte 0x1f.
 package checkpointtest
 
 import (
@@ -60,6 +69,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 )
@@ -97,6 +107,7 @@ func Run(t *testing.T, newStore func(t *testing.T) pregel.Checkpointer) {
 		{"ConcurrentRecordTask", testConcurrentRecordTask},
 		{"ConcurrentRecordAndCommit", testConcurrentRecordAndCommit},
 		{"ConcurrentRuns", testConcurrentRuns},
+		{"Segments", testSegments},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,8 +260,10 @@ func testRoundTrip(t *testing.T, s pregel.Checkpointer) {
 		},
 		Barriers: map[string][]string{"join": {"billing", "audit"}, "merge": {"worker"}},
 		Tasks: []pregel.TaskStatus{
-			{TaskID: "t-classify", Node: "classify", Status: pregel.NodeCompleted, Attempts: 1},
-			{TaskID: "t-guard", Node: "guard", Status: pregel.NodeSkipped, Reason: "ShouldExecute returned false"},
+			{TaskID: "t-classify", Node: "classify", Status: pregel.NodeCompleted, Attempts: 1,
+				Started: time.Date(2026, 11, 26, 13, 0, 0, 123456789, time.UTC), Finished: time.Date(2026, 11, 26, 13, 0, 1, 987654321, time.UTC)},
+			{TaskID: "t-guard", Node: "guard", Status: pregel.NodeSkipped, Reason: "ShouldExecute returned false",
+				Started: time.Date(2026, 11, 26, 13, 0, 0, 5, time.UTC), Finished: time.Date(2026, 11, 26, 13, 0, 0, 6, time.UTC)},
 			{TaskID: "t-audit", Node: "audit", Status: pregel.NodeCancelled, Reason: "hook cancelled: quota"},
 			{TaskID: "t-fetch", Node: "fetch", Status: pregel.NodeFailed, Attempts: 3, Error: "GET /x: 503"},
 			{TaskID: "t-ask", Node: "ask", Status: pregel.NodeInterrupted},
@@ -1028,6 +1041,8 @@ func fullResult(run string, step int) pregel.TaskResult {
 		Interrupts:   []pregel.InterruptInfo{{ID: "i1", TaskID: id, Node: "agent", Value: raw(`{"ask":"ok?"}`)}},
 		Resume:       map[string]json.RawMessage{"i0": raw(`"yes"`)},
 		DrainRequest: "deploying",
+		Started:      time.Date(2026, 11, 26, 14, 0, 0, 123456789, time.UTC),
+		Finished:     time.Date(2026, 11, 26, 14, 0, 2, 1, time.UTC),
 	}
 }
 

@@ -262,6 +262,8 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 	t.Run("Continue", func(t *testing.T) { testContinue(t, newThreadEnv(t, newEnv)) })
 	t.Run("HistoryForkUpdate", func(t *testing.T) { testHistoryForkUpdate(t, newThreadEnv(t, newEnv)) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newThreadEnv(t, newEnv)) })
+	t.Run("Delete", func(t *testing.T) { testDelete(t, newThreadEnv(t, newEnv)) })
+	t.Run("LostHandOff", func(t *testing.T) { testLostHandOff(t, newThreadEnv(t, newEnv)) })
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
@@ -840,6 +842,14 @@ func testBadInput(t *testing.T, e *tenv) {
 			_, err := e.svc.UpdateState(ctx, th, runs.UpdateStateRequest{Graph: "chat", AsNode: "reply"})
 			return err
 		}},
+		{"fork with metadata not an object", runs.ErrInvalid, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{ThreadID: th + "-f4", Metadata: json.RawMessage(`"x"`)})
+			return err
+		}},
+		{"fork onto an existing thread", runs.ErrConflict, func() error {
+			_, err := e.svc.Fork(ctx, th, runs.ForkRequest{ThreadID: th})
+			return err
+		}},
 		{"thread with metadata not an object", runs.ErrInvalid, func() error {
 			_, _, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: th + "-m", Metadata: json.RawMessage(`[1]`)})
 			return err
@@ -860,11 +870,160 @@ func testBadInput(t *testing.T, e *tenv) {
 			if n := countRuns(); n != nruns {
 				t.Errorf("a refused request stored a run: %d runs, had %d", n, nruns)
 			}
-			for _, id := range []string{th + "-f1", th + "-f2", th + "-f3", th + "-m"} {
+			for _, id := range []string{th + "-f1", th + "-f2", th + "-f3", th + "-f4", th + "-m"} {
 				if _, err := e.svc.GetThread(ctx, id); !errors.Is(err, runs.ErrNotFound) {
 					t.Errorf("a refused request created thread %s", id)
 				}
 			}
 		})
+	}
+}
+
+// testDelete: deleting a thread deletes its runs with their checkpoints,
+// task results and events, and only them; it is refused, with nothing
+// changed, while a run of the thread is active or a fork of it exists; a
+// thread whose deletion began takes no run, and deleting it again finishes.
+func testDelete(t *testing.T, e *tenv) {
+	ctx := t.Context()
+	th := e.thread(t)
+	busy, err := e.run(ctx, th, "block", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitInside(t)
+	if err := e.svc.DeleteThread(ctx, th); !errors.Is(err, runs.ErrInvalidState) || !strings.Contains(err.Error(), busy.ID) {
+		t.Errorf("delete with an active run: %v, want ErrInvalidState naming %s", err, busy.ID)
+	}
+	e.open()
+	e.idle(t)
+	r2 := e.mustRun(t, th, "again")
+	mine := []string{busy.ID, r2.ID}
+	// A run that is not the thread's but shares its id as context stays.
+	other, _, err := e.svc.Create(ctx, "chat", runs.CreateRequest{ContextID: th, Input: json.RawMessage(`{"messages":["other"]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.idle(t)
+	// A task result recorded for a step that never committed goes too.
+	last := e.get(t, r2.ID)
+	if _, err := e.svc.Checkpoints.RecordTask(ctx, r2.ID, last.Step+1, pregel.TaskResult{TaskID: "stray", Node: "reply", Status: pregel.NodeCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	var events runs.EventLog
+	if el, ok := e.svc.Runs.(runs.EventLog); ok {
+		events = el
+		if _, err := el.AppendEvents(ctx, r2.ID, []pregel.Event{{Type: pregel.EventRunStarted, RunID: r2.ID, Time: time.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A fork keeps its source.
+	fork, err := e.svc.Fork(ctx, th, runs.ForkRequest{ThreadID: th + "-fork"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forkRun := e.mustRun(t, fork.ID, "forked")
+	before, err := e.svc.GetThread(ctx, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.DeleteThread(ctx, th); !errors.Is(err, runs.ErrInvalidState) || !strings.Contains(err.Error(), fork.ID) {
+		t.Fatalf("delete with a fork: %v, want ErrInvalidState naming %s", err, fork.ID)
+	}
+	if after, err := e.svc.GetThread(ctx, th); err != nil || after.Version != before.Version {
+		t.Errorf("a refused delete changed the thread: version %d -> %d (%v)", before.Version, after.Version, err)
+	}
+	for _, id := range mine {
+		if _, err := e.svc.Get(ctx, id); err != nil {
+			t.Errorf("a refused delete deleted run %s: %v", id, err)
+		}
+	}
+	if err := e.svc.DeleteThread(ctx, fork.ID); err != nil {
+		t.Fatalf("delete the fork: %v", err)
+	}
+	if _, err := e.svc.Get(ctx, forkRun.ID); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("the fork's run after its deletion: %v, want ErrNotFound", err)
+	}
+	if src, err := e.svc.GetThread(ctx, th); err != nil || slices.Contains(src.Forks, fork.ID) {
+		t.Errorf("the source still lists the deleted fork: %+v %v", src, err)
+	}
+	if got := e.messages(t, th); len(got) != 6 {
+		t.Errorf("deleting the fork changed its source: %v", got)
+	}
+
+	// A deletion cut short: runs cannot take the thread; deleting again
+	// finishes.
+	if _, err := runs.MutateThread(ctx, e.svc.Threads, th, func(t *runs.Thread) error { t.Deleting = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.run(ctx, th, "late", runs.StrategyEnqueue); !errors.Is(err, runs.ErrInvalidState) {
+		t.Errorf("a run on a thread being deleted: %v, want ErrInvalidState", err)
+	}
+	if err := e.svc.DeleteThread(ctx, th); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := e.svc.GetThread(ctx, th); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("thread after its deletion: %v, want ErrNotFound", err)
+	}
+	if err := e.svc.DeleteThread(ctx, th); !errors.Is(err, runs.ErrNotFound) {
+		t.Errorf("deleting a deleted thread: %v, want ErrNotFound", err)
+	}
+	for _, id := range mine {
+		if _, err := e.svc.Runs.GetRun(ctx, id); !errors.Is(err, runs.ErrNotFound) {
+			t.Errorf("run %s after its thread's deletion: %v, want ErrNotFound", id, err)
+		}
+		if _, err := e.svc.Checkpoints.Load(ctx, id, pregel.Latest); !errors.Is(err, pregel.ErrNotFound) {
+			t.Errorf("checkpoints of run %s after its thread's deletion: %v, want ErrNotFound", id, err)
+		}
+	}
+	if p, err := e.svc.Checkpoints.PendingTasks(ctx, r2.ID, last.Step+1); err != nil && !errors.Is(err, pregel.ErrNotFound) || len(p) > 0 {
+		t.Errorf("task results of a deleted run: %v %v", p, err)
+	}
+	if events != nil {
+		if p, err := events.EventsSince(ctx, r2.ID, 0, 0); err != nil || len(p.Events) > 0 {
+			t.Errorf("events of a deleted run: %d, %v", len(p.Events), err)
+		}
+	}
+	if r, err := e.svc.Get(ctx, other.ID); err != nil || r.Status != pregel.RunCompleted {
+		t.Errorf("a run that shared the thread's id as context: %+v %v, want it kept", r, err)
+	}
+	if _, err := e.svc.Checkpoints.Load(ctx, other.ID, pregel.Latest); err != nil {
+		t.Errorf("checkpoints of a run that shared the thread's id as context: %v, want kept", err)
+	}
+	// The id can name a new thread, which starts empty.
+	if _, created, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: th}); err != nil || !created {
+		t.Fatalf("create the thread again: %v %v", created, err)
+	}
+	if got := e.messages(t, th); len(got) != 0 {
+		t.Errorf("a new thread of a deleted one's id has state %v", got)
+	}
+}
+
+// testLostHandOff: a thread still held by a run that ended, whose hand-off
+// never happened (the executor failed and nothing called RunStopped
+// again), is passed on by the next create: a run that has ended holds no
+// thread, so the create does not wait for the claim to go stale.
+func testLostHandOff(t *testing.T, e *tenv) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	first := e.mustRun(t, th, "hello")
+	// The hand-off undone: the thread names the ended run again.
+	if _, err := runs.MutateThread(ctx, e.svc.Threads, th, func(t *runs.Thread) error {
+		t.Active, t.Head = first.ID, first.Base
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.run(ctx, th, "again", "")
+	if err != nil {
+		t.Fatalf("create on a thread held by a run that ended: %v, want the thread passed on", err)
+	}
+	e.idle(t)
+	if r := e.get(t, second.ID); r.Status != pregel.RunCompleted || r.Base == nil || r.Base.RunID != first.ID {
+		t.Errorf("run after the repair: %s from %v, want completed from %s", r.Status, r.Base, first.ID)
+	}
+	if got, want := e.messages(t, th), []string{"hello", "re:hello", "done", "again", "re:again", "done"}; !slices.Equal(got, want) {
+		t.Errorf("state after the repair: %v, want %v", got, want)
 	}
 }

@@ -302,6 +302,8 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if cp.Step < 0 {
 		return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 	}
+	full := cp
+	cp = pregel.PackSegments(cp)
 	if err := checkVersions(cp); err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 			return fmt.Errorf("dynamo: commit step %d of run %q: another commit came first: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 		}
 	}
-	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp})
+	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
 	s.dropTasks(ctx, cp.RunID, cp.Step)
 	return nil
 }
@@ -751,8 +753,12 @@ func (s *Store) checkpointReading(ctx context.Context, runID string, item map[st
 	if err := s.loadValues(ctx, runID, d, cp, wanted(cp, reads)); err != nil {
 		return nil, err
 	}
-	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp})
-	return cp, nil
+	full, err := pregel.UnpackSegments(cp)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, err)
+	}
+	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp, full: full})
+	return full, nil
 }
 
 // loadValues fills the values of a checkpoint: from its item, from cached

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // ErrRunExists is returned by PurgeRun for a run whose record is still
@@ -39,6 +41,7 @@ func (s *Store) PurgeRun(ctx context.Context, runID string) (int, error) {
 		return 0, errors.New("dynamo: purge run: empty run id")
 	}
 	pk := runPK(runID)
+	s.eventHeads.take(runID) // a run made again with this id streams from 1
 	if _, err := s.getItem(ctx, pk, skRun); err == nil {
 		return 0, fmt.Errorf("dynamo: purge run %q: %w", runID, ErrRunExists)
 	} else if !errors.Is(err, errItemNotFound) {
@@ -72,4 +75,54 @@ func (s *Store) PurgeRun(ctx context.Context, runID string) (int, error) {
 		deleted += len(keys)
 	}
 	return deleted, nil
+}
+
+var _ runs.RunDeleter = (*Store)(nil)
+
+// DeleteRun implements [runs.RunDeleter]: it deletes the items of the
+// run's partition (steps, task results, claims, blobs) a page of keys at
+// a time with BatchWriteItem, then its record, and forgets what this
+// Store cached of it. Values other runs inherited from its steps go with
+// them: runs.Service deletes a thread's runs together, and refuses while
+// forks of the thread exist.
+func (s *Store) DeleteRun(ctx context.Context, runID string) error {
+	if runID == "" {
+		return errors.New("dynamo: delete run: empty run id")
+	}
+	pk := runPK(runID)
+	p := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
+		ProjectionExpression:      aws.String("pk, sk"),
+		ConsistentRead:            aws.Bool(true),
+	})
+	record := false
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("dynamo: delete run %q: Query: %w", runID, err)
+		}
+		keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
+		for _, it := range out.Items {
+			sk, _ := getS(it, attrSK)
+			if sk == skRun {
+				record = true // last
+				continue
+			}
+			keys = append(keys, key(pk, sk))
+		}
+		if err := s.batchWrite(ctx, nil, keys); err != nil {
+			return fmt.Errorf("dynamo: delete run %q: %w", runID, err)
+		}
+	}
+	if record {
+		if err := s.batchWrite(ctx, nil, []map[string]types.AttributeValue{key(pk, skRun)}); err != nil {
+			return fmt.Errorf("dynamo: delete run %q: %w", runID, err)
+		}
+	}
+	s.steps.removeIf(func(k stepKey) bool { return k.run == runID })
+	s.tasks.removeIf(func(k stepKey) bool { return k.run == runID })
+	s.newest.take(runID)
+	return nil
 }

@@ -62,11 +62,18 @@ func TestPurgeRun(t *testing.T) {
 		if ok, _, err := s.Claim(ctx, id, 3, "t.0", "me", time.Now(), time.Now().Add(time.Minute)); err != nil || !ok {
 			t.Fatalf("Claim: %t, %v", ok, err)
 		}
+		// The run's stream, with an event too large for an item.
+		if _, err := s.AppendEvents(ctx, id, []pregel.Event{
+			{Type: pregel.EventRunStarted, RunID: id},
+			{Type: pregel.EventCustom, RunID: id, Name: "big", Payload: json.RawMessage(strconv.Quote(piece(2, 500_000)))},
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	all := len(partitionKeys(t, e, "doomed"))
 	kept := len(partitionKeys(t, e, "kept"))
-	if all < 7 {
-		t.Fatalf("the run has %d items; want a record, 3 steps, blob chunks, a task result and a claim", all)
+	if all < 9 {
+		t.Fatalf("the run has %d items; want a record, 3 steps, blob chunks, a task result, a claim and events", all)
 	}
 
 	if n, err := s.PurgeRun(ctx, "doomed"); !errors.Is(err, dynamo.ErrRunExists) || n != 0 {
@@ -91,6 +98,9 @@ func TestPurgeRun(t *testing.T) {
 	}
 	if left := partitionKeys(t, e, "doomed"); len(left) != 0 {
 		t.Errorf("after PurgeRun the run keeps %v", left)
+	}
+	if page, err := s.EventsSince(ctx, "doomed", 0, 0); err != nil || len(page.Events) != 0 || page.Last != 0 {
+		t.Errorf("the purged run's stream: %d events, last %d, %v; want none", len(page.Events), page.Last, err)
 	}
 	if got := len(partitionKeys(t, e, "kept")); got != kept {
 		t.Errorf("the other run has %d items after the purge, had %d", got, kept)

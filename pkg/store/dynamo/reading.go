@@ -33,6 +33,14 @@ func wanted(cp *pregel.Checkpoint, reads Reads) map[string]bool {
 	for _, ch := range chs {
 		want[ch] = true
 	}
+	// A channel stored in segments (pregel.PackSegments) is read whole,
+	// with all its segments, whether the step reads it or not: its value
+	// is joined from them, and the next step's segments follow from them.
+	for ch := range cp.Versions {
+		if base, ok := pregel.SegmentOf(ch); ok {
+			want[ch], want[base] = true, true
+		}
+	}
 	return want
 }
 
@@ -58,17 +66,28 @@ func (s *Store) LoadChannels(ctx context.Context, cp *pregel.Checkpoint, channel
 	return s.loadChannels(ctx, cp.RunID, cp, channels)
 }
 
-// ensure returns cp with the channels reads asks for loaded (all when
-// reads is nil).
+// ensure returns, of cp (a checkpoint in its stored form, as the cache
+// keeps it), the checkpoint as loaded (pregel.UnpackSegments) with the
+// channels reads asks for loaded (all when reads is nil).
 func (s *Store) ensure(ctx context.Context, runID string, cp *pregel.Checkpoint, reads Reads) (*pregel.Checkpoint, error) {
-	if len(cp.Unloaded) == 0 {
-		return cp, nil
+	if len(cp.Unloaded) > 0 {
+		var channels []string
+		if want := wanted(cp, reads); want != nil {
+			channels = slices.Collect(maps.Keys(want))
+		}
+		var err error
+		if cp, err = s.loadChannels(ctx, runID, cp, channels); err != nil {
+			return nil, err
+		}
 	}
-	want := wanted(cp, reads)
-	if want == nil {
-		return s.loadChannels(ctx, runID, cp, nil)
+	if e, ok := s.steps.get(stepKey{runID, cp.Step}); ok && e.cp == cp && e.full != nil {
+		return e.full, nil
 	}
-	return s.loadChannels(ctx, runID, cp, slices.Collect(maps.Keys(want)))
+	full, err := pregel.UnpackSegments(cp)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, cp.Step, err)
+	}
+	return full, nil
 }
 
 // loadChannels returns cp with the values of channels read (nil: all its
@@ -119,6 +138,17 @@ func (s *Store) loadChannels(ctx context.Context, runID string, cp *pregel.Check
 	if len(out.Unloaded) == 0 {
 		out.Unloaded = nil
 	}
-	s.remember(runID, cp.Step, &stepEntry{commit: e.commit, size: e.size, man: e.man, cp: &out})
+	// The cache keeps both forms: out is in the form cp was given in,
+	// stored (from the cache) or loaded (from a caller: LoadChannels);
+	// channels stored in segments are always read whole (wanted), so
+	// the values read here are of channels stored whole.
+	packed, full := pregel.PackSegments(&out), &out
+	if packed == full {
+		var err error
+		if full, err = pregel.UnpackSegments(packed); err != nil {
+			return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, cp.Step, err)
+		}
+	}
+	s.remember(runID, cp.Step, &stepEntry{commit: e.commit, size: e.size, man: e.man, cp: packed, full: full})
 	return &out, nil
 }

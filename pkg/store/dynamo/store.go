@@ -50,14 +50,20 @@ type Store struct {
 	client    *dynamodb.Client
 	table     string
 	retention time.Duration
-	now       func() time.Time
-	cacheSize int64
+	// threadRetention is how long an idle thread is kept (0: always).
+	threadRetention time.Duration
+	now             func() time.Time
+	cacheSize       int64
 	// steps caches committed steps, and newest the newest step of each
 	// run that steps has whole; tasks notes the task results of open
 	// steps, for their commit to delete.
 	steps  *lru[stepKey, *stepEntry]
 	newest *lru[string, int]
 	tasks  *lru[stepKey, taskNote]
+	// eventRetention is how many events a run keeps (0: the default);
+	// eventHeads the next event id of the runs this Store appended to.
+	eventRetention int
+	eventHeads     *lru[string, int64]
 }
 
 var (
@@ -73,6 +79,16 @@ type Option func(*Store)
 // disables expiry. The default is [DefaultRetention].
 func WithRetention(d time.Duration) Option {
 	return func(s *Store) { s.retention = d }
+}
+
+// WithThreadRetention sets how long an idle thread is kept after its last
+// change (its creation, a run on it ending, a fork of it, an update of its
+// state): its item gets expires_at = that time + d, which DynamoDB's TTL
+// acts on, and the sweep then deletes its runs (PurgeThread). A thread
+// with an active or queued run, or with forks, has no expiry; any change
+// moves it. Zero, the default, keeps threads until they are deleted.
+func WithThreadRetention(d time.Duration) Option {
+	return func(s *Store) { s.threadRetention = max(d, 0) }
 }
 
 // WithClock sets the clock of UpdatedAt, expires_at and task ordering; the
@@ -103,6 +119,7 @@ func New(client *dynamodb.Client, table string, opts ...Option) *Store {
 	s.steps = newLRU[stepKey, *stepEntry](s.cacheSize)
 	s.newest = newLRU[string, int](maxNotes)
 	s.tasks = newLRU[stepKey, taskNote](maxNotes)
+	s.eventHeads = newLRU[string, int64](maxNotes)
 	return s
 }
 

@@ -3,7 +3,10 @@ package dynamo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -43,7 +46,63 @@ func (s *Store) threadItem(t runs.Thread) (map[string]types.AttributeValue, erro
 	item[attrVersion] = num(t.Version)
 	item[attrStatus] = str(threadStatus)
 	item[attrPos] = str(runPos(t.CreatedAt, t.ID))
+	if s.threadRetention > 0 && t.Active == "" && len(t.Queue) == 0 && len(t.Forks) == 0 && !t.Deleting {
+		item[attrExpiresAt] = num(t.UpdatedAt.Add(s.threadRetention).Unix())
+	}
 	return item, nil
+}
+
+// ThreadRecordKey reports whether a table key (pk and sk, as strings) is
+// the key of a thread record, and returns the thread id. A stream
+// consumer uses it to recognise the expiry of a thread.
+func ThreadRecordKey(pk, sk string) (threadID string, ok bool) {
+	id, ok := strings.CutPrefix(pk, "THREAD#")
+	if !ok || id == "" || sk != skThread {
+		return "", false
+	}
+	return id, true
+}
+
+// PurgeThread deletes the runs of a thread whose record is gone (expired,
+// see [WithThreadRetention]) with everything stored for them (DeleteRun),
+// and returns how many it deleted. The thread's runs are found by listing
+// the runs whose context is the thread's id (a Query of each partition of
+// the by_status index, filtered), and those of the thread are deleted. If
+// a thread of that id exists again, only the runs created before it are
+// deleted. A purge cut short is finished by calling it again.
+func (s *Store) PurgeThread(ctx context.Context, threadID string) (int, error) {
+	if threadID == "" {
+		return 0, errors.New("dynamo: purge thread: empty thread id")
+	}
+	var before time.Time
+	if t, err := s.GetThread(ctx, threadID); err == nil {
+		before = t.CreatedAt
+	} else if !errors.Is(err, runs.ErrNotFound) {
+		return 0, fmt.Errorf("dynamo: purge thread %q: %w", threadID, err)
+	}
+	var ids []string
+	f := runs.Filter{ContextID: threadID, Limit: maxPageSize}
+	for {
+		p, err := s.ListRuns(ctx, f)
+		if err != nil {
+			return 0, fmt.Errorf("dynamo: purge thread %q: %w", threadID, err)
+		}
+		for _, r := range p.Runs {
+			if r.ThreadID == threadID && (before.IsZero() || r.CreatedAt.Before(before)) {
+				ids = append(ids, r.ID)
+			}
+		}
+		if p.NextPageToken == "" {
+			break
+		}
+		f.PageToken = p.NextPageToken
+	}
+	for i, id := range ids {
+		if err := s.DeleteRun(ctx, id); err != nil {
+			return i, fmt.Errorf("dynamo: purge thread %q: %w", threadID, err)
+		}
+	}
+	return len(ids), nil
 }
 
 func decodeThread(item map[string]types.AttributeValue) (runs.Thread, error) {
@@ -273,6 +332,8 @@ func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 	if cp.Step != 0 {
 		return fail(fmt.Errorf("a run continues another from its step 0, not %d", cp.Step))
 	}
+	full := cp
+	cp = pregel.PackSegments(cp)
 	if err := checkVersions(cp); err != nil {
 		return err
 	}
@@ -340,6 +401,6 @@ func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 			return fail(fmt.Errorf("another commit came first: %w", pregel.ErrStepConflict))
 		}
 	}
-	s.remember(cp.RunID, 0, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp})
+	s.remember(cp.RunID, 0, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
 	return nil
 }

@@ -139,3 +139,58 @@ func TestCommitFromStoresNoInheritedValue(t *testing.T) {
 		t.Errorf("CommitFrom a missing step: %v, want ErrNotFound", err)
 	}
 }
+
+// TestThreadRetention: with WithThreadRetention, a thread's item expires
+// that long after its last change while the thread is idle, and has no
+// expiry while a run holds or waits for it, while forks of it exist, or
+// while its deletion is under way; without it, threads never expire.
+func TestThreadRetention(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := newEnv(t)
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		edit      func(*runs.Thread)
+		want      bool
+	}{
+		{"idle", time.Hour, func(*runs.Thread) {}, true},
+		{"active", time.Hour, func(t *runs.Thread) { t.Active = "r1" }, false},
+		{"queued", time.Hour, func(t *runs.Thread) { t.Queue = []string{"r2"} }, false},
+		{"forked", time.Hour, func(t *runs.Thread) { t.Forks = []string{"f"} }, false},
+		{"deleting", time.Hour, func(t *runs.Thread) { t.Deleting = true }, false},
+		{"no retention", 0, func(*runs.Thread) {}, false},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			s := e.store(dynamo.WithThreadRetention(tc.retention), dynamo.WithClock(clock))
+			id := "ttl-" + strings.ReplaceAll(tc.name, " ", "-")
+			th, _, err := s.CreateThread(ctx, runs.Thread{ID: id, CreatedAt: now.Add(-time.Minute)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(&th)
+			if _, err := s.UpdateThread(ctx, th); err != nil {
+				t.Fatal(err)
+			}
+			out, err := e.client.GetItem(ctx, &dynamodb.GetItemInput{
+				TableName: aws.String(e.table),
+				Key: map[string]types.AttributeValue{
+					"pk": &types.AttributeValueMemberS{Value: "THREAD#" + id},
+					"sk": &types.AttributeValueMemberS{Value: "~THREAD"},
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			exp, ok := out.Item["expires_at"].(*types.AttributeValueMemberN)
+			if ok != tc.want {
+				t.Fatalf("expires_at %v, want one: %v", out.Item["expires_at"], tc.want)
+			}
+			if ok && exp.Value != fmt.Sprint(now.Add(time.Hour).Unix()) {
+				t.Errorf("expires_at %s, want an hour after the update (%d)", exp.Value, now.Add(time.Hour).Unix())
+			}
+		})
+	}
+}

@@ -60,8 +60,9 @@ func (s *Store) createRun(ctx context.Context, r runs.Run) (runs.Run, bool, erro
 	if err != nil {
 		return runs.Run{}, false, err
 	}
-	// Records are never deleted, so the run read back is the one stored,
-	// by this call or, when n is 0, before it.
+	// Records are deleted only with their thread, which no run of it
+	// holds then, so the run read back is the one stored, by this call
+	// or, when n is 0, before it.
 	stored, err := s.getRun(ctx, r.ID)
 	if err != nil {
 		return runs.Run{}, false, err

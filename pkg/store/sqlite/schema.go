@@ -89,6 +89,8 @@ CREATE INDEX run_records_by_context ON run_records (context_id, created_at, id);
 `),
 		// Version 4: threads, and the origins of values runs inherit.
 		script(migrateThreads),
+		// Version 5: push-notification configs (push.go).
+		script(migratePush),
 	}
 }
 

@@ -105,6 +105,8 @@ type Store struct {
 	events eventStatements
 	// threads holds the statements of threads (threads.go).
 	threads threadStatements
+	// push holds the statements of push configs (push.go).
+	push pushStatements
 }
 
 // readStatements are the prepared statements of reads.
@@ -176,6 +178,9 @@ func (s *Store) init(ctx context.Context) error {
 	if err := s.prepareThreads(ctx); err != nil {
 		return err
 	}
+	if err := s.preparePush(ctx); err != nil {
+		return err
+	}
 	return prepareAll(ctx, s.db, []prepared{
 		{&s.reads.latestMeta, sqlLatestMeta},
 		{&s.reads.stepMeta, sqlStepMeta},
@@ -201,7 +206,7 @@ func (s *Store) close() error {
 		errs = append(errs, s.w.close())
 	}
 	r := &s.reads
-	for _, st := range append([]*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun}, s.threads.all()...) {
+	for _, st := range append([]*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun}, append(s.threads.all(), s.push.all()...)...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -1,0 +1,12 @@
+package runs_test
+
+import (
+	"testing"
+
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/runs/runstest"
+)
+
+func TestMemoryPushStoreConformance(t *testing.T) {
+	runstest.PushStores(t, func(*testing.T) runstest.PushStore { return runs.NewMemoryPushStore() }, nil)
+}

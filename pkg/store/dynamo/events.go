@@ -1,0 +1,469 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+)
+
+// Run event streams ([runs.EventLog]).
+//
+// A run's events live in its partition, as batch items: sk =
+// EVT#<id of the batch's first event, 12 digits>, attribute last = the id
+// of its last event, data = the events as a JSON array (or data_ref, a
+// blob, when the array is over the inline limit). One AppendEvents call
+// writes one item (more only when its events do not fit one), so a
+// superstep whose events are appended together costs one PutItem.
+//
+// The put is conditioned on the item not existing: writers that race for
+// the same ids (the tick and node functions of one run) cannot both win,
+// and the loser learns the winner's last id from the failed condition
+// (ReturnValuesOnConditionCheckFailure) and tries after it. A Store
+// remembers the next id of the runs it appended to, so a warm writer does
+// not read before it writes; a cold one reads the newest batch item first
+// (one Query of one small item). Batches thus tile the ids 1, 2, 3...
+// without gaps or overlaps.
+//
+// Retention: a run keeps its newest events, up to [WithEventRetention]
+// (runs.DefaultStreamRetention by default); EventsSince never returns an
+// older one. Every retention/10 events, the append that crosses the mark
+// turns the batch items wholly older than the retention into tombstones
+// (the key and last id, no events), so that storage stays bounded while
+// the run lives and no writer can ever put a batch into a hole. The
+// tombstones and the rest go with the run: [Store.PurgeRun] deletes the
+// whole partition once the run record has expired.
+
+const (
+	skEvent = "EVT#"
+	// attrLast is the id of a batch item's last event; attrGone marks a
+	// tombstone.
+	attrLast = "last"
+	attrGone = "gone"
+	// maxItemEvents bounds the events of one batch item, so that a reader
+	// looking for the item holding an id starts at most this far back.
+	maxItemEvents = 256
+	// maxEventChase is how many failed puts a writer follows from the
+	// winners' last ids before it reads the newest batch instead.
+	maxEventChase = 2
+	// maxEventAttempts bounds the puts of one batch item.
+	maxEventAttempts = 32
+	// lastEventID is the largest id a sort key holds.
+	lastEventID = 999_999_999_999
+)
+
+func eventSK(first int64) string { return fmt.Sprintf("%s%012d", skEvent, first) }
+
+func parseEventSK(sk string) (int64, bool) {
+	rest, ok := splitPrefix(sk, skEvent)
+	if !ok || len(rest) != 12 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, err == nil && n > 0
+}
+
+var _ runs.EventLog = (*Store)(nil)
+
+// WithEventRetention sets how many events the Store keeps per run (the
+// newest); 0 or less means runs.DefaultStreamRetention. The functions of a
+// deployment must agree on it.
+func WithEventRetention(n int) Option {
+	return func(s *Store) { s.eventRetention = n }
+}
+
+func (s *Store) retentionOfEvents() int64 {
+	if s.eventRetention <= 0 {
+		return runs.DefaultStreamRetention
+	}
+	return int64(s.eventRetention)
+}
+
+// eventGroup is the events of one batch item, encoded.
+type eventGroup struct {
+	n    int
+	data []byte
+}
+
+// groupEvents encodes evs as JSON arrays of at most maxItemEvents events
+// and, unless one event alone is larger, maxInlineValue bytes.
+func groupEvents(evs []pregel.Event) ([]eventGroup, error) {
+	var (
+		groups []eventGroup
+		cur    = []byte{'['}
+		n      int
+	)
+	flush := func() {
+		if n > 0 {
+			groups = append(groups, eventGroup{n: n, data: append(cur, ']')})
+		}
+		cur, n = []byte{'['}, 0
+	}
+	for i := range evs {
+		raw, err := marshal(&evs[i])
+		if err != nil {
+			return nil, fmt.Errorf("encode event %d (%s): %w", i, evs[i].Type, err)
+		}
+		if n > 0 && (n == maxItemEvents || len(cur)+len(raw)+2 > maxInlineValue) {
+			flush()
+		}
+		if n > 0 {
+			cur = append(cur, ',')
+		}
+		cur = append(cur, raw...)
+		n++
+	}
+	flush()
+	return groups, nil
+}
+
+// AppendEvents implements [runs.EventLog]: usually one conditional
+// PutItem (see the notes on the layout above).
+func (s *Store) AppendEvents(ctx context.Context, runID string, evs []pregel.Event) ([]runs.StreamEvent, error) {
+	if runID == "" {
+		return nil, fmt.Errorf("append events with no run id: %w", runs.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	groups, err := groupEvents(evs)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: append events of run %q: %w", runID, err)
+	}
+	out := make([]runs.StreamEvent, 0, len(evs))
+	for _, g := range groups {
+		first, err := s.putEvents(ctx, runID, g)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: append %d events of run %q: %w", len(evs), runID, err)
+		}
+		for k := range g.n {
+			out = append(out, runs.StreamEvent{ID: first + int64(k), Event: evs[len(out)]})
+		}
+		s.pruneEvents(ctx, runID, first+int64(g.n)-1, g.n)
+	}
+	return out, nil
+}
+
+// putEvents writes one batch item after the newest and returns the id of
+// its first event.
+func (s *Store) putEvents(ctx context.Context, runID string, g eventGroup) (int64, error) {
+	pk := runPK(runID)
+	item := key(pk, "")
+	blob, err := docAttr(item, attrData, g.data, maxInlineValue)
+	if err != nil {
+		return 0, err
+	}
+	if blob != nil {
+		if err := s.writeBlobs(ctx, pk, []pendingBlob{*blob}); err != nil {
+			return 0, err
+		}
+	}
+	next, known := s.eventHeads.get(runID)
+	if !known {
+		if next, err = s.eventHead(ctx, pk); err != nil {
+			return 0, s.dropBlobOf(ctx, pk, blob, err)
+		}
+	}
+	chased := 0
+	for attempt := 0; ; attempt++ {
+		if attempt == maxEventAttempts || next+int64(g.n)-1 > lastEventID {
+			return 0, s.dropBlobOf(ctx, pk, blob, fmt.Errorf("no free event id after %d attempts (other writers keep winning)", attempt))
+		}
+		item[attrSK] = str(eventSK(next))
+		item[attrLast] = num(next + int64(g.n) - 1)
+		_, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                           aws.String(s.table),
+			Item:                                item,
+			ConditionExpression:                 aws.String("attribute_not_exists(sk)"),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			s.eventHeads.put(runID, next+int64(g.n), 1)
+			return next, nil
+		}
+		ccf, failed := isConditionFailed(err)
+		if !failed {
+			s.eventHeads.take(runID)
+			return 0, s.dropBlobOf(ctx, pk, blob, fmt.Errorf("PutItem: %w", err))
+		}
+		// Another writer has these ids: go after its batch, or, when that
+		// keeps happening or it is not known, after the newest.
+		if last, ok := getN(ccf.Item, attrLast); ok && last >= next && chased < maxEventChase {
+			next, chased = last+1, chased+1
+			continue
+		}
+		chased = 0
+		if next, err = s.eventHead(ctx, pk); err != nil {
+			return 0, s.dropBlobOf(ctx, pk, blob, err)
+		}
+	}
+}
+
+// dropBlobOf deletes the blob of a batch item that was not written and
+// returns err.
+func (s *Store) dropBlobOf(ctx context.Context, pk string, blob *pendingBlob, err error) error {
+	if blob != nil {
+		s.dropBlobs(ctx, pk, []blobRef{blob.ref})
+	}
+	return err
+}
+
+// eventHead reads the id after the newest event of a run's stream (1 when
+// it has none): one Query of the newest batch item, keys and last id only.
+func (s *Store) eventHead(ctx context.Context, pk string) (int64, error) {
+	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":lo": str(eventSK(1)), ":hi": str(eventSK(lastEventID))},
+		ProjectionExpression:      aws.String("#last"),
+		ExpressionAttributeNames:  map[string]string{"#last": attrLast},
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(1),
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the newest event: Query: %w", err)
+	}
+	if len(out.Items) == 0 {
+		return 1, nil
+	}
+	last, ok := getN(out.Items[0], attrLast)
+	if !ok {
+		return 0, errors.New("the newest event item has no last id")
+	}
+	return last + 1, nil
+}
+
+// pruneEvents turns the batch items of a run that hold only events older
+// than the retention into tombstones, when the append that ended with id
+// last (n events) crossed a multiple of retention/10. It is best effort:
+// readers never return events older than the retention anyway, and
+// PurgeRun deletes what a failed prune leaves.
+func (s *Store) pruneEvents(ctx context.Context, runID string, last int64, n int) {
+	retention := s.retentionOfEvents()
+	every := max(retention/10, 1)
+	cutoff := last - retention // ids up to cutoff are dropped
+	before := max(cutoff-int64(n), 0)
+	if cutoff <= 0 || cutoff/every == before/every {
+		return
+	}
+	// The prune at the previous mark tombstoned every item ending at or
+	// before it; items ending after it start at most maxItemEvents-1
+	// earlier.
+	lo := max((before/every)*every-maxItemEvents+2, 1)
+	pk := runPK(runID)
+	var (
+		puts, deletes []map[string]types.AttributeValue
+	)
+	err := s.queryRange(ctx, pk, eventSK(lo), eventSK(cutoff), "#sk, #last, #gone, #ref",
+		map[string]string{"#sk": attrSK, "#last": attrLast, "#gone": attrGone, "#ref": attrData + refSuffix},
+		func(it map[string]types.AttributeValue) error {
+			end, _ := getN(it, attrLast)
+			if _, gone := it[attrGone]; gone || end > cutoff {
+				return nil
+			}
+			sk, _ := getS(it, attrSK)
+			tomb := key(pk, sk)
+			tomb[attrLast], tomb[attrGone] = num(end), boolean(true)
+			puts = append(puts, tomb)
+			if ref, err := docRef(it, attrData); err == nil && ref != nil {
+				deletes = append(deletes, ref.chunkKeys(pk)...)
+			}
+			return nil
+		})
+	if err == nil {
+		_ = s.batchWrite(ctx, puts, deletes)
+	}
+}
+
+// queryRange calls fn with the items of partition pk whose sort keys are
+// between lo and hi, in order, projected to proj (all attributes when
+// empty). An error of fn stops it and is returned.
+func (s *Store) queryRange(ctx context.Context, pk, lo, hi, proj string, names map[string]string, fn func(map[string]types.AttributeValue) error) error {
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":lo": str(lo), ":hi": str(hi)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	if proj != "" {
+		in.ProjectionExpression, in.ExpressionAttributeNames = aws.String(proj), names
+	}
+	p := dynamodb.NewQueryPaginator(s.client, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("Query: %w", err)
+		}
+		for _, it := range out.Items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// eventPageItems is how many batch items a read of events asks for per
+// Query when it catches up: several requests of modest size rather than
+// 1 MB pages it may not need.
+const eventPageItems = 16
+
+// EventsSince implements [runs.EventLog]. It reads the newest batch item
+// first (one small Query), which tells the last id, hence the oldest kept,
+// and holds what a watcher reading at the end of the stream has not seen
+// yet, usually all of it: a poll is one request. A reader further behind
+// reads forward from the item holding the first event it wants.
+func (s *Store) EventsSince(ctx context.Context, runID string, after int64, limit int) (runs.EventPage, error) {
+	if after < 0 {
+		return runs.EventPage{}, fmt.Errorf("event id %d is negative: %w", after, runs.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return runs.EventPage{}, err
+	}
+	page, err := s.eventsSince(ctx, runPK(runID), after, runs.PageLimit(limit))
+	if err != nil {
+		return runs.EventPage{}, fmt.Errorf("dynamo: read events of run %q: %w", runID, err)
+	}
+	return page, nil
+}
+
+func (s *Store) eventsSince(ctx context.Context, pk string, after int64, limit int) (runs.EventPage, error) {
+	head, err := s.eventItems(ctx, pk, 1, lastEventID, false, 1)
+	if err != nil || len(head) == 0 {
+		return runs.EventPage{}, err
+	}
+	newest := head[0]
+	page := runs.EventPage{Last: newest.last}
+	page.First = max(page.Last-s.retentionOfEvents()+1, 1)
+	if newest.gone {
+		page.First = page.Last + 1
+	}
+	start := max(after+1, page.First)
+	if start > page.Last {
+		return page, nil
+	}
+	items := head
+	if newest.first > start {
+		// Read forward from the item holding start: it begins there, or
+		// (a reader that stopped inside a batch) before.
+		if items, err = s.eventItems(ctx, pk, start, lastEventID, true, eventPageItems); err != nil {
+			return runs.EventPage{}, err
+		}
+		if len(items) == 0 || items[0].first > start {
+			prev, err := s.eventItems(ctx, pk, 1, start, false, 1)
+			if err != nil {
+				return runs.EventPage{}, err
+			}
+			items = append(prev, items...)
+		}
+		// More pages while the page is short and the stream goes on.
+		for n := countFrom(items, start); n < limit; n = countFrom(items, start) {
+			end := items[len(items)-1].last
+			if end >= page.Last {
+				break
+			}
+			more, err := s.eventItems(ctx, pk, end+1, lastEventID, true, eventPageItems)
+			if err != nil {
+				return runs.EventPage{}, err
+			}
+			if len(more) == 0 {
+				break
+			}
+			items = append(items, more...)
+		}
+	}
+	f := s.newFetcher()
+	for _, it := range items {
+		if it.last >= start && !it.gone {
+			if err := f.addDoc(it.item, attrData); err != nil {
+				return runs.EventPage{}, err
+			}
+		}
+	}
+	if len(f.keys) > 0 {
+		if err := f.fetch(ctx); err != nil {
+			return runs.EventPage{}, err
+		}
+	}
+	for _, it := range items {
+		if it.last < start || len(page.Events) == limit {
+			continue
+		}
+		if it.gone {
+			// Pruned by a writer with a smaller retention.
+			page.First, page.Events = it.last+1, nil
+			start = it.last + 1
+			continue
+		}
+		data, ok, err := f.doc(it.item, attrData)
+		if err != nil || !ok {
+			return runs.EventPage{}, fmt.Errorf("events from %d: data missing: %v", it.first, err)
+		}
+		var evs []pregel.Event
+		if err := json.Unmarshal(data, &evs); err != nil {
+			return runs.EventPage{}, fmt.Errorf("decode events from %d: %w", it.first, err)
+		}
+		for k := range evs {
+			if id := it.first + int64(k); id >= start && len(page.Events) < limit {
+				page.Events = append(page.Events, runs.StreamEvent{ID: id, Event: evs[k]})
+			}
+		}
+	}
+	return page, nil
+}
+
+// countFrom counts the events from id start in items.
+func countFrom(items []eventItem, start int64) int {
+	n := 0
+	for _, it := range items {
+		if it.last >= start {
+			n += int(it.last - max(it.first, start) + 1)
+		}
+	}
+	return n
+}
+
+// eventItem is a batch item read.
+type eventItem struct {
+	first, last int64
+	gone        bool
+	item        map[string]types.AttributeValue
+}
+
+// eventItems reads up to n batch items of partition pk whose first ids
+// are between lo and hi: the lowest when forward, else the highest (in
+// descending order).
+func (s *Store) eventItems(ctx context.Context, pk string, lo, hi int64, forward bool, n int32) ([]eventItem, error) {
+	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :lo AND :hi"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":lo": str(eventSK(lo)), ":hi": str(eventSK(hi))},
+		ScanIndexForward:          aws.Bool(forward),
+		Limit:                     aws.Int32(n),
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("Query: %w", err)
+	}
+	items := make([]eventItem, 0, len(out.Items))
+	for _, it := range out.Items {
+		sk, _ := getS(it, attrSK)
+		first, ok1 := parseEventSK(sk)
+		last, ok2 := getN(it, attrLast)
+		if !ok1 || !ok2 || last < first {
+			return nil, fmt.Errorf("events item %s is malformed", sk)
+		}
+		_, gone := it[attrGone]
+		items = append(items, eventItem{first: first, last: last, gone: gone, item: it})
+	}
+	return items, nil
+}
