@@ -130,7 +130,7 @@ func (l *spyLoader) LoadChannels(ctx context.Context, cp *pregel.Checkpoint, cha
 
 // On DynamoDB, new Stores for every message (cold Lambdas): the ticks of
 // steps whose nodes declare their reads load only those channels, read
-// the doc that loop appends to before applying, and the run ends with the
+// the doc that loop adds to before applying, and the run ends with the
 // embedded run's state.
 func TestTickReadsOnlyWhatTheStepReadsDynamo(t *testing.T) {
 	srv := mototest.Start(t)
@@ -159,7 +159,7 @@ func TestTickReadsOnlyWhatTheStepReadsDynamo(t *testing.T) {
 		t.Error("no tick loaded a checkpoint in part")
 	}
 	if !slices.Contains(spy.appended, "doc") {
-		t.Errorf("LoadChannels read %v; want the doc, which loop appends to without reading it", spy.appended)
+		t.Errorf("LoadChannels read %v; want the doc, which loop adds to without reading it", spy.appended)
 	}
 }
 

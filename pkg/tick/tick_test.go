@@ -25,8 +25,10 @@ type St struct {
 	Items []int    `json:"items"`
 	Reply string   `json:"reply"`
 	// Doc is large (over what a DynamoDB step item holds inline) and
-	// read by no node after prepare; loop appends to it.
-	Doc []string `json:"doc" reduce:"append"`
+	// read by no node after prepare; loop adds a key to it. It is merged,
+	// not appended: a channel of the append reducer is stored in
+	// segments, which a tick always reads whole.
+	Doc map[string]string `json:"doc" reduce:"merge"`
 }
 
 // executions counts node executions per task id and notes which results
@@ -63,12 +65,12 @@ func (e *executions) ran(ctx context.Context) {
 // branch -> join -> loop of an inline node three times -> optional
 // approval interrupt -> end. The inline nodes after prepare declare what
 // they read (pregel.Reads), so on a ChannelLoader a tick loads only that,
-// and reads the large doc that loop appends to only to apply the step.
+// and reads the large doc that loop adds to only to apply the step.
 func testGraph(t testing.TB, ex *executions, ask bool) *pregel.Graph {
 	g := pregel.NewGraph[St]("tickgraph")
 	g.AddFunc("prepare", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
-		return St{Items: []int{1, 2, 3, 4}, Log: []string{"prepare"}, Doc: []string{strings.Repeat("d", 70<<10)}}, nil
+		return St{Items: []int{1, 2, 3, 4}, Log: []string{"prepare"}, Doc: map[string]string{"prepare": strings.Repeat("d", 70<<10)}}, nil
 	})
 	g.AddFunc("work", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
@@ -88,7 +90,7 @@ func testGraph(t testing.TB, ex *executions, ask bool) *pregel.Graph {
 	}, pregel.Reads("total"))
 	g.AddFunc("loop", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
-		return St{Count: s.Count + 1, Log: []string{fmt.Sprint("loop", s.Count)}, Doc: []string{fmt.Sprint("loop", s.Count)}}, nil
+		return St{Count: s.Count + 1, Log: []string{fmt.Sprint("loop", s.Count)}, Doc: map[string]string{fmt.Sprint("loop", s.Count): "x"}}, nil
 	}, pregel.Reads("count"))
 	g.AddFunc("approve", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
