@@ -72,6 +72,16 @@ func SegmentName(ch string, k int) string { return ch + segmentSep + strconv.Ito
 // form of a checkpoint.
 func IsSegment(name string) bool { return strings.Contains(name, segmentSep) }
 
+// SegmentOf returns the channel whose segment name is, and false when
+// name is not a segment's name.
+func SegmentOf(name string) (ch string, ok bool) {
+	i := strings.LastIndex(name, segmentSep)
+	if i < 0 {
+		return "", false
+	}
+	return name[:i], true
+}
+
 // segment is a run of consecutive elements of an array value.
 type segment struct {
 	// step is the step that stored it (Inherited when an earlier run
