@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 // API and A2A server with push notifications kept in the file.
 type process struct {
 	url  string
+	db   *sqlite.Store
 	stop func()
 }
 
@@ -67,7 +69,7 @@ func startProcess(t *testing.T, path string, push a2a.PushOptions) *process {
 		_ = db.Close()
 	}
 	t.Cleanup(stop)
-	return &process{url: hs.URL, stop: stop}
+	return &process{url: hs.URL, db: db, stop: stop}
 }
 
 // waitPushed waits until the receiver's last accepted notification is of
@@ -104,6 +106,20 @@ func TestPushConfigsSurviveRestart(t *testing.T) {
 	before := waitPushed(t, rc, core.TaskStateInputRequired)
 	if len(before) == 0 || before[len(before)-1] != string(core.TaskStateInputRequired) {
 		t.Fatalf("before the restart the receiver got %v; want it to end with input-required", before)
+	}
+	// The receiver has it; wait for its cursor too, so that the stop is
+	// not a crash between a notification and its cursor (after which the
+	// notification is sent again, by design: at least once).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := first.db.GetPushConfig(ctx, string(task.ID), "hook")
+		if err == nil && strings.Contains(strings.ToLower(c.Last), "input") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cursor of the config did not reach input-required: %+v, %v", c, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	first.stop()
 
