@@ -543,9 +543,13 @@ func (h *handler) record(ctx context.Context, p plan) json.RawMessage {
 }
 
 // GetExtendedAgentCard implements a2asrv.RequestHandler: there is no
-// extended card.
+// extended card, and the card does not declare one, so spec 1.0 §3.3.4
+// says UnsupportedOperationError ("If AgentCard.capabilities.extendedAgentCard
+// is false or not present, attempts to call the Get Extended Agent Card
+// operation MUST return UnsupportedOperationError"). The 0.3 method has
+// its own code (serveRPC).
 func (h *handler) GetExtendedAgentCard(context.Context, *core.GetExtendedAgentCardRequest) (*core.AgentCard, error) {
-	return nil, core.ErrExtendedCardNotConfigured
+	return nil, core.NewError(core.ErrUnsupportedOperation, "this agent has no extended agent card (its card does not declare capabilities.extendedAgentCard); read the public card at .well-known/agent-card.json")
 }
 
 // publicMessage is the message of a runs error meant for callers, without

@@ -29,7 +29,8 @@ const (
 	codeInternal       = -32603
 	codeUnsupported    = -32004
 
-	codeVersionNotSupported = -32009
+	codeVersionNotSupported       = -32009
+	codeExtendedCardNotConfigured = -32007
 )
 
 // supportedVersion reports whether an A2A-Version header names a version
@@ -189,6 +190,13 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeRPCError(w, id, rpcErr.code, rpcErr.msg)
+		return
+	}
+	if name == "agent/getAuthenticatedExtendedCard" && !notification {
+		// 0.3 schema: AuthenticatedExtendedCardNotConfiguredError (-32007)
+		// when the agent has none (1.0 answers UnsupportedOperationError:
+		// handler.GetExtendedAgentCard).
+		writeRPCError(w, id, codeExtendedCardNotConfigured, "this agent has no authenticated extended card (its card does not declare supportsAuthenticatedExtendedCard); read the public card at .well-known/agent-card.json")
 		return
 	}
 	if notification && (name == "SendMessage" || name == "message/send") {
