@@ -166,7 +166,7 @@ func ParseStrategy(s string) (runs.Strategy, error) {
 	case runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback:
 		return st, nil
 	}
-	return "", fmt.Errorf("strategy %q is not one of parallel, reject, enqueue, interrupt, rollback", s)
+	return "", fmt.Errorf("strategy %q is not one of reject, enqueue, interrupt, rollback, parallel: %w", s, runs.ErrInvalid)
 }
 
 // WithThreadStrategy sets what a message does when its context's thread

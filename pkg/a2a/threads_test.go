@@ -372,7 +372,7 @@ func TestThreadStrategyOption(t *testing.T) {
 	e := threadEnv(t, false)
 	defer func() {
 		v := recover()
-		if msg := fmt.Sprint(v); !strings.Contains(msg, `strategy "later" is not one of parallel, reject, enqueue, interrupt, rollback`) {
+		if msg := fmt.Sprint(v); !strings.Contains(msg, `strategy "later" is not one of reject, enqueue, interrupt, rollback, parallel`) {
 			t.Fatalf("New with strategy \"later\": %v", v)
 		}
 	}()

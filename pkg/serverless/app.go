@@ -270,7 +270,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
 	}
 	if _, err := a2a.ParseStrategy(string(c.ThreadStrategy)); err != nil {
-		return fmt.Errorf("%s=%q is not one of parallel, reject, enqueue, interrupt, rollback (empty: parallel)", EnvThreadStrategy, c.ThreadStrategy)
+		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback, parallel (empty: parallel)", EnvThreadStrategy, c.ThreadStrategy)
 	}
 	return nil
 }

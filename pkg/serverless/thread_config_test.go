@@ -38,7 +38,7 @@ func TestConfigThreadStrategy(t *testing.T) {
 			}
 			cfg, err := serverless.ConfigFromEnv(func(k string) string { return env[k] })
 			if tc.err {
-				want := serverless.EnvThreadStrategy + `="` + strings.TrimSpace(tc.value) + `" is not one of parallel, reject, enqueue, interrupt, rollback`
+				want := serverless.EnvThreadStrategy + `="` + strings.TrimSpace(tc.value) + `" is not one of reject, enqueue, interrupt, rollback, parallel`
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Fatalf("err = %v, want one saying %s", err, want)
 				}

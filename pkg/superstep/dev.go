@@ -62,7 +62,7 @@ next start.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			if _, err := a2a.ParseStrategy(f.strategy); err != nil {
-				return badInput(fmt.Errorf("--a2a-strategy %q: want parallel, reject, enqueue, interrupt or rollback", f.strategy))
+				return badInput(fmt.Errorf("--a2a-strategy %q: want reject, enqueue, interrupt, rollback or parallel", f.strategy))
 			}
 			if af.enabled {
 				return runDevAWS(c.Context(), env, &f, &af)
