@@ -45,7 +45,11 @@ func TestTriageTakesPlainTextOverA2A(t *testing.T) {
 	defer func() { _ = sched.Shutdown(context.Background(), time.Second) }()
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Logger: log}
 	h := api.New(api.Config{Service: svc, Logger: log})
-	h.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithLogger(log)))
+	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Handle(a2a.Pattern, agents)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
@@ -111,7 +115,11 @@ func TestAssistantConversationOverA2A(t *testing.T) {
 	}
 	defer func() { _ = sched.Shutdown(context.Background(), time.Second) }()
 	h := api.New(api.Config{Service: svc, Logger: log})
-	h.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithLogger(log)))
+	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Handle(a2a.Pattern, agents)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 

@@ -121,9 +121,11 @@ func registry(tb testing.TB, fan *fanCounter) *runs.Registry {
 	tb.Helper()
 	inc := func(s loopState) loopState { return loopState{Count: s.Count + 1} }
 	loopDone := func(s loopState) bool { return s.Count >= s.Limit }
+	// The large loop's node reads the counter only (pregel.Reads): the
+	// document is written by the first step and read by none.
 	large := func(s largeState) largeState {
 		out := largeState{Count: s.Count + 1}
-		if s.Doc == "" {
+		if s.Count == 0 {
 			out.Doc = largeDoc()
 		}
 		return out
@@ -131,7 +133,7 @@ func registry(tb testing.TB, fan *fanCounter) *runs.Registry {
 	reg, err := runs.NewRegistry(
 		loopGraph(tb, inlineGraph, inc, loopDone),
 		loopGraph(tb, remoteGraph, inc, loopDone, pregel.Remote()),
-		loopGraph(tb, largeGraph, large, func(s largeState) bool { return s.Count >= s.Limit }),
+		loopGraph(tb, largeGraph, large, func(s largeState) bool { return s.Count >= s.Limit }, pregel.Reads("limit", "count")),
 		fanOutGraph(tb, fan),
 	)
 	if err != nil {
@@ -496,13 +498,21 @@ func (d *deployment) deliverN(tb testing.TB, url string, times int) {
 	if fn == "node" {
 		handler = app.HandleNode
 	}
-	for range times {
+	for i := range times {
 		var resp events.SQSEventResponse
 		d.invoke(tb, fn, func() error {
 			var err error
 			resp, err = handler(ctx, ev)
 			return err
 		})
+		if i > 0 && len(resp.BatchItemFailures) > 0 {
+			// A duplicate of a message whose first delivery succeeded
+			// may be refused (the first holds the task's lease,
+			// tick.ErrClaimed): the first delivery deletes the message,
+			// as on SQS. Whether the run still ends right is what the
+			// callers check.
+			continue
+		}
 		if len(resp.BatchItemFailures) > 0 {
 			tb.Fatalf("the %s function reported %s as failed; logs:\n%s", fn, aws.ToString(m.Body), d.logs)
 		}

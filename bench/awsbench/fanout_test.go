@@ -103,7 +103,7 @@ func (s *stamps) Install(stack *middleware.Stack) error {
 		defer s.mu.Unlock()
 		switch p := in.Parameters.(type) {
 		case *dynamodb.UpdateItemInput:
-			if err == nil {
+			if sk, ok := p.Key["sk"].(*types.AttributeValueMemberS); ok && err == nil && strings.HasPrefix(sk.Value, "TASK#") {
 				s.records = append(s.records, now)
 			}
 		case *dynamodb.PutItemInput:

@@ -54,7 +54,10 @@ func serve(t *testing.T) *server {
 	svc := &runs.Service{Graphs: reg, Runs: st, Checkpoints: st, Dispatcher: sched, Logger: log}
 	h := api.New(api.Config{Service: svc, Logger: log})
 	// The A2A routes, mounted as superstep dev mounts them.
-	a := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithLogger(log))
+	a, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.Handle(a2a.Pattern, a)
 	srv := httptest.NewServer(a.PublicCards(h))
 	t.Cleanup(func() {

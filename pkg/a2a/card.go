@@ -108,7 +108,10 @@ func cardJSON(r *http.Request, card *core.AgentCard) ([]byte, error) {
 // before they have the token:
 //
 //	h := api.New(api.Config{Service: svc, Token: token})
-//	srv := a2a.New(svc, a2a.WithBearerAuth(true))
+//	srv, err := a2a.New(svc, a2a.WithBearerAuth(true))
+//	if err != nil {
+//		return err
+//	}
 //	h.Handle(a2a.Pattern, srv)
 //	http.ListenAndServe(addr, srv.PublicCards(h))
 func (s *Server) PublicCards(next http.Handler) http.Handler {

@@ -15,7 +15,10 @@
 // whichever process (or Lambda invocation) receives the next request. The
 // SDK's in-memory task execution is not used.
 //
-//	srv := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true))
+//	srv, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true))
+//	if err != nil {
+//		return err
+//	}
 //	apiHandler.Handle(a2a.Pattern, srv)
 //
 // Run statuses map to task states as DESIGN section 5 says: pending is

@@ -166,7 +166,10 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 	}
 	opts = append(opts, cfg.opts...)
 	h := api.New(api.Config{Service: svc, Logger: log, Token: cfg.token})
-	a := a2a.New(svc, opts...)
+	a, err := a2a.New(svc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.Handle(a2a.Pattern, a)
 	srv := httptest.NewServer(a.PublicCards(h))
 	t.Cleanup(func() {

@@ -43,7 +43,10 @@ func startProcess(t *testing.T, path string, push a2a.PushOptions) *process {
 	}
 	svc := &runs.Service{Graphs: reg, Runs: db, Checkpoints: db, Dispatcher: sched, Logger: log}
 	push.Store = db
-	srv := a2a.New(svc, a2a.WithLogger(log), a2a.WithEvents(sched), a2a.WithPushNotifications(push))
+	srv, err := a2a.New(svc, a2a.WithLogger(log), a2a.WithEvents(sched), a2a.WithPushNotifications(push))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := srv.ResumePush(ctx); err != nil {
 		t.Fatal(err)
 	}

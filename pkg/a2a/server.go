@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -176,8 +177,8 @@ func ParseStrategy(s string) (runs.Strategy, error) {
 // (-32004) naming the active task; runs.StrategyEnqueue queues it;
 // runs.StrategyInterrupt drains the active task at its next superstep
 // boundary and then starts; runs.StrategyRollback cancels the active task,
-// discards its steps and then starts. New panics on any other value:
-// check a strategy that comes from users with ParseStrategy first.
+// discards its steps and then starts. New returns an error on any other
+// value (check a strategy that comes from users with ParseStrategy first).
 func WithThreadStrategy(st runs.Strategy) Option { return func(s *Server) { s.strategy = st } }
 
 // WithBearerAuth declares in the agent cards that requests need an HTTP
@@ -242,16 +243,20 @@ type agent struct {
 	v03      http.Handler
 }
 
-// New returns the A2A server for the graphs of svc. It panics if svc or
-// its registry is nil, as api.New does, or if WithThreadStrategy names no
-// strategy (a programming error, as a bad pattern is for
-// http.ServeMux). Mount it behind the HTTP API:
+// New returns the A2A server for the graphs of svc. It returns an error,
+// saying what to fix, if svc or its registry is nil or if the options are
+// invalid (WithThreadStrategy naming no strategy). Mount it behind the
+// HTTP API:
 //
 //	h := api.New(api.Config{Service: svc})
-//	h.Handle(a2a.Pattern, a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true)))
-func New(svc *runs.Service, opts ...Option) *Server {
+//	srv, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true))
+//	if err != nil {
+//		return err
+//	}
+//	h.Handle(a2a.Pattern, srv)
+func New(svc *runs.Service, opts ...Option) (*Server, error) {
 	if svc == nil || svc.Graphs == nil {
-		panic("a2a: New needs a runs.Service with a registry")
+		return nil, errors.New("a2a: New needs a runs.Service with a registry (Service.Graphs)")
 	}
 	s := &Server{
 		svc:          svc,
@@ -264,7 +269,7 @@ func New(svc *runs.Service, opts ...Option) *Server {
 	}
 	st, err := ParseStrategy(string(s.strategy))
 	if err != nil {
-		panic(fmt.Sprintf("a2a: WithThreadStrategy: %v", err))
+		return nil, fmt.Errorf("a2a: WithThreadStrategy: %w", err)
 	}
 	s.strategy = st
 	if s.maxBody <= 0 {
@@ -308,7 +313,7 @@ func New(svc *runs.Service, opts ...Option) *Server {
 	s.mux.HandleFunc(s.prefix+"/{graph}", s.serveRPC)
 	s.mux.HandleFunc(s.prefix+"/{graph}"+a2asrv.WellKnownAgentCardPath, s.serveCard)
 	s.mux.HandleFunc(s.prefix+"/", s.serveIndex)
-	return s
+	return s, nil
 }
 
 // threads reports whether messages with a context id continue its

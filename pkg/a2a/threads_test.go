@@ -366,16 +366,61 @@ func TestThreadsOff(t *testing.T) {
 	}
 }
 
-// TestThreadStrategyOption: an unknown strategy is refused when the
-// server is built, naming the strategies.
-func TestThreadStrategyOption(t *testing.T) {
+// TestNewConfigErrors: bad configuration of New (an unknown thread
+// strategy, no Service) is an error saying what to fix, not a panic; the
+// strategies there are are accepted.
+func TestNewConfigErrors(t *testing.T) {
 	e := threadEnv(t, false)
-	defer func() {
-		v := recover()
-		if msg := fmt.Sprint(v); !strings.Contains(msg, `strategy "later" is not one of reject, enqueue, interrupt, rollback, parallel`) {
-			t.Fatalf("New with strategy \"later\": %v", v)
-		}
-	}()
-	a2a.New(e.svc, a2a.WithThreadStrategy("later"))
-	t.Fatal("New accepted an unknown strategy")
+	for _, tc := range []struct {
+		name    string
+		svc     *runs.Service
+		opts    []a2a.Option
+		wantErr string // "" for none
+	}{
+		{"default strategy", e.svc, nil, ""},
+		{"empty strategy", e.svc, []a2a.Option{a2a.WithThreadStrategy("")}, ""},
+		{"reject", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyReject)}, ""},
+		{"enqueue", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyEnqueue)}, ""},
+		{"interrupt", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyInterrupt)}, ""},
+		{"rollback", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyRollback)}, ""},
+		{"parallel", e.svc, []a2a.Option{a2a.WithThreadStrategy(a2a.StrategyParallel)}, ""},
+		{"unknown strategy", e.svc, []a2a.Option{a2a.WithThreadStrategy("later")},
+			`WithThreadStrategy: strategy "later" is not one of reject, enqueue, interrupt, rollback, parallel`},
+		{"strategy in capitals", e.svc, []a2a.Option{a2a.WithThreadStrategy("Enqueue")},
+			`strategy "Enqueue" is not one of reject, enqueue, interrupt, rollback`},
+		{"last strategy wins", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyEnqueue), a2a.WithThreadStrategy("later")},
+			`strategy "later" is not one of`},
+		{"no service", nil, nil, "needs a runs.Service"},
+		{"service without registry", &runs.Service{}, nil, "needs a runs.Service"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				srv *a2a.Server
+				err error
+			)
+			func() {
+				defer func() {
+					if v := recover(); v != nil {
+						t.Fatalf("New panicked: %v", v)
+					}
+				}()
+				srv, err = a2a.New(tc.svc, tc.opts...)
+			}()
+			if tc.wantErr == "" {
+				if err != nil || srv == nil {
+					t.Fatalf("New = %v, %v; want a server", srv, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("New error = %v; want one containing %q", err, tc.wantErr)
+			}
+			if srv != nil {
+				t.Errorf("New returned a server with its error")
+			}
+			if tc.svc != nil && tc.svc.Graphs != nil && !errors.Is(err, runs.ErrInvalid) {
+				t.Errorf("New error = %v; want one wrapping runs.ErrInvalid", err)
+			}
+		})
+	}
 }

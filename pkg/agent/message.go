@@ -266,9 +266,14 @@ func UsageReducer() pregel.Reducer { return pregel.ReducerOf(AddUsage) }
 //	}
 //	b := agent.Register(pregel.NewGraph[State]("chat"))
 //
+// The messages reducer is registered with [pregel.Builder.AppendReducer]:
+// stores keep the conversation in segments, and a step stores only the
+// messages it added (or the recent part it replaced or removed), not the
+// whole conversation again.
+//
 // Reducers are registered per builder; pregel has no global registry.
 func Register[S any](b *pregel.Builder[S]) *pregel.Builder[S] {
-	return b.Reducer(ReduceMessages, MessagesReducer()).Reducer(ReduceUsage, UsageReducer())
+	return b.AppendReducer(ReduceMessages, MessagesReducer()).Reducer(ReduceUsage, UsageReducer())
 }
 
 // MessagesChannel is the channel name under which graphs built on this

@@ -271,7 +271,7 @@ func (s *sseStream) run(after int64) {
 				// the run_finished event that matches the record. Should
 				// that not come (a paused run cancelled without running
 				// again), end after a grace period without events.
-				caughtUp := last != nil && last.Type == pregel.EventRunFinished && last.RunStatus == rec.Status && last.Step == rec.Step
+				caughtUp := finishedAt(last, &rec)
 				if graceEnds.IsZero() {
 					graceEnds = time.Now().Add(streamGrace)
 				}
@@ -335,6 +335,20 @@ func (s *sseStream) run(after int64) {
 			return
 		}
 	}
+}
+
+// finishedAt reports whether ev is the run_finished event of the stop
+// that the stopped run's record rec shows. Status and step alone do not
+// tell: a run resumed and interrupted again at the same step (a question
+// asked again) had an earlier run_finished just like it, and the stream
+// replaying that one must go on to the events of the resumed execution.
+// The length of the record's history at the stop tells them apart; events
+// logged without it (by an older version) are matched on status and step.
+func finishedAt(ev *runs.StreamEvent, rec *runs.Run) bool {
+	if ev == nil || ev.Type != pregel.EventRunFinished || ev.RunStatus != rec.Status || ev.Step != rec.Step {
+		return false
+	}
+	return ev.History == 0 || ev.History == rec.HistoryLen()
 }
 
 // stoppedStatus reports whether a run with status st has stopped (for

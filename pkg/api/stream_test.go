@@ -134,8 +134,24 @@ func newStreamEnvWith(t testing.TB, e *streamEnv, opts ...streamOption) *streamE
 	}, pregel.Writes("text"))
 	chatty.AddEdge(pregel.Start, "chat").AddEdge("chat", pregel.End)
 
+	// twice asks two questions in one node: answering the first, the run
+	// is interrupted again at the same step.
+	twice := pregel.NewGraph[fanState]("twice")
+	twice.AddFunc("ask", func(ctx context.Context, s fanState) (fanState, error) {
+		name, err := pregel.Interrupt[string](ctx, map[string]string{"question": "name?"})
+		if err != nil {
+			return fanState{}, err
+		}
+		city, err := pregel.Interrupt[string](ctx, map[string]string{"question": "city?"})
+		if err != nil {
+			return fanState{}, err
+		}
+		return fanState{Text: []string{name, city}}, nil
+	}, pregel.Writes("text"))
+	twice.AddEdge(pregel.Start, "ask").AddEdge("ask", pregel.End)
+
 	var graphs []*pregel.Graph
-	for _, b := range []*pregel.Builder[fanState]{fan, gated, chatty} {
+	for _, b := range []*pregel.Builder[fanState]{fan, gated, chatty, twice} {
 		g, err := b.Compile()
 		if err != nil {
 			t.Fatal(err)
@@ -746,6 +762,96 @@ func TestStreamInterruptedRun(t *testing.T) {
 	rest := e.stream("i1", "mode=updates", "Last-Event-ID", lastID).all(t)
 	if endOf(t, rest).Status != pregel.RunCompleted || rest[0].event != "updates" || !strings.Contains(rest[0].data, "hello Ada") {
 		t.Errorf("after the resume: %+v; want the ask node's update, then completed", rest)
+	}
+}
+
+// TestStreamInterruptedAgainAtSameStep checks that the stream of a run
+// resumed and interrupted again at the same step, read from the start or
+// resumed from before the first interrupt, does not end at the first
+// interrupt's run_finished (which has the status and step the record
+// shows again) but delivers every event through the second interrupt and
+// ends with it.
+func TestStreamInterruptedAgainAtSameStep(t *testing.T) {
+	e := newStreamEnv(t)
+	e.create("twice", "q1", `{}`)
+	first := e.stream("q1", "mode=events").all(t)
+	if end := endOf(t, first); end.Status != pregel.RunInterrupted || len(end.Interrupts) != 1 || !strings.Contains(string(end.Interrupts[0].Value), "name?") {
+		t.Fatalf("first stream ends %+v; want interrupted asking the name", end)
+	}
+	firstEvs := events(t, first)
+	stop1 := firstEvs[len(firstEvs)-1]
+	if stop1.Type != pregel.EventRunFinished {
+		t.Fatalf("first stream's last event is %s; want run_finished", stop1.Type)
+	}
+	if _, err := e.svc.Resume(t.Context(), "q1", runs.ResumeRequest{Value: json.RawMessage(`"Ada"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sched.WaitIdle(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.svc.Get(t.Context(), "q1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != pregel.RunInterrupted || rec.Step != stop1.Step || len(rec.Interrupts) != 1 || !strings.Contains(string(rec.Interrupts[0].Value), "city?") {
+		t.Fatalf("after the first answer the run is %s at step %d with %+v; want interrupted again at step %d asking the city", rec.Status, rec.Step, rec.Interrupts, stop1.Step)
+	}
+
+	whole := events(t, e.stream("q1", "mode=events").all(t))
+	if len(whole) <= len(firstEvs) {
+		t.Fatalf("the run has %d events after its resume; it had %d before", len(whole), len(firstEvs))
+	}
+	stop2 := whole[len(whole)-1]
+	for _, tc := range []struct {
+		name  string
+		after int64 // Last-Event-ID; 0: from the start
+	}{
+		{"from the start", 0},
+		{"from the first event", 1},
+		{"from just before the first run_finished", stop1.ID - 1},
+		{"from the first run_finished", stop1.ID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr []string
+			if tc.after > 0 {
+				hdr = []string{"Last-Event-ID", fmt.Sprint(tc.after)}
+			}
+			msgs := e.stream("q1", "mode=events", hdr...).all(t)
+			got := events(t, msgs)
+			if want := int(stop2.ID - tc.after); len(got) != want {
+				t.Fatalf("%d events after %d; want %d, through the second interrupt (event %d)", len(got), tc.after, want, stop2.ID)
+			}
+			for i, ev := range got {
+				if ev.ID != tc.after+int64(i)+1 {
+					t.Fatalf("event %d has id %d; want %d", i, ev.ID, tc.after+int64(i)+1)
+				}
+			}
+			if last := got[len(got)-1]; last.Type != pregel.EventRunFinished || last.ID != stop2.ID {
+				t.Errorf("last event %d %s; want the second run_finished, %d", last.ID, last.Type, stop2.ID)
+			}
+			if end := endOf(t, msgs); end.Status != pregel.RunInterrupted || len(end.Interrupts) != 1 || !strings.Contains(string(end.Interrupts[0].Value), "city?") {
+				t.Errorf("end = %+v; want interrupted asking the city", end)
+			}
+		})
+	}
+
+	// Answered, the run completes, and a stream from the start goes
+	// through both interrupts to the end.
+	if _, err := e.svc.Resume(t.Context(), "q1", runs.ResumeRequest{Value: json.RawMessage(`"Paris"`)}); err != nil {
+		t.Fatal(err)
+	}
+	done := e.stream("q1", "mode=events").all(t)
+	if end := endOf(t, done); end.Status != pregel.RunCompleted {
+		t.Errorf("after the second answer the stream ends %+v; want completed", end)
+	}
+	var stops int
+	for _, ev := range events(t, done) {
+		if ev.Type == pregel.EventRunFinished {
+			stops++
+		}
+	}
+	if stops != 3 {
+		t.Errorf("the finished run's stream has %d run_finished events; want 3 (two interrupts, then completed)", stops)
 	}
 }
 

@@ -112,13 +112,19 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 	impl := bn.node
 	declared := n.info.Writes
 	where := "node " + n.info.ID
+	// What the node and its routers see (reads.go): nil is everything.
+	view := n.view()
+	var routeView []string
+	if view != nil {
+		routeView = slices.Compact(slices.Sorted(slices.Values(slices.Concat(view, declared))))
+	}
 	return func(ctx context.Context, tc *taskContext, values map[string]json.RawMessage) (res TaskResult) {
 		res = TaskResult{TaskID: tc.info.TaskID, Node: n.info.ID}
 		fail := func(err error) TaskResult {
 			res.Status, res.Error = NodeFailed, err.Error()
 			return res
 		}
-		st, err := sc.decode(values)
+		st, err := sc.decodeView(values, view)
 		if err != nil {
 			return fail(err)
 		}
@@ -176,7 +182,7 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 			tc.info.Attempt, res.Attempts = attempt, attempt
 			tc.newAttempt()
 			if attempt > 1 {
-				if st, err = sc.decode(values); err != nil { // a fresh copy: the last attempt may have changed it
+				if st, err = sc.decodeView(values, view); err != nil { // a fresh copy: the last attempt may have changed it
 					return fail(err)
 				}
 			}
@@ -214,8 +220,13 @@ func (b *Builder[S]) runner(g *Graph, n *node, bn *builderNode[S], routes func(c
 		if res.Writes, err = sc.encode(update, declared); err != nil {
 			return fail(fmt.Errorf("node %q: %w", n.info.ID, err))
 		}
+		if view != nil && checkingReads(ctx) {
+			if ch := b.readsUndeclared(ctx, tc, n, impl, values, view, declared, res.Writes); ch != "" {
+				return fail(fmt.Errorf("node %q reads channel %q, which it does not declare: its writes change when it sees that channel (pregel.CheckReads); add %q to its Reads", n.info.ID, ch, ch))
+			}
+		}
 		if routes != nil {
-			pst, err := sc.decodeAfter(values, res.Writes, g.reduceOne)
+			pst, err := sc.decodeAfter(restrict(values, routeView), restrict(res.Writes, routeView), g.reduceOne)
 			if err != nil {
 				return fail(fmt.Errorf("node %q: %w", n.info.ID, err))
 			}

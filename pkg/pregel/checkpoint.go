@@ -36,13 +36,27 @@ type Checkpoint struct {
 	// DrainRequest is the reason given by a node that asked, during this
 	// step, for the run to drain. Empty when none did.
 	DrainRequest string `json:"drain_request,omitempty"`
+	// Unloaded names the channels whose values a store did not read: a
+	// checkpoint loaded in part, for a step that reads only some channels
+	// (see Graph.StepReads). Those channels have a version and a value in
+	// the store, which Values does not hold. Nil for a whole checkpoint;
+	// never stored. Apply carries it to the next checkpoint, minus the
+	// channels the step wrote, and a store that commits such a checkpoint
+	// keeps the stored values of these channels.
+	Unloaded map[string]bool `json:"-"`
+
+	// layouts holds the segments of the array channels stored in
+	// segments (see segments.go): what the next step may keep.
+	layouts map[string]layout
 }
 
-// Changed lists the channels this checkpoint's step wrote, sorted.
+// Changed lists the channels this checkpoint's step wrote, sorted. The
+// segments of the stored form ([PackSegments]) are not channels: it does
+// not list them.
 func (cp *Checkpoint) Changed() []string {
 	var out []string
 	for ch, v := range cp.Versions {
-		if v == cp.Step {
+		if v == cp.Step && !IsSegment(ch) {
 			out = append(out, ch)
 		}
 	}

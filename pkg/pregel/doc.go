@@ -48,4 +48,13 @@
 // over /v1 or A2A, calls [Graph.InputFromText]), and [UsageChannel] names
 // the channel holding its token usage ([UsageTotals]), which servers show
 // with the run ([Graph.Usage]).
+//
+// Checkpoints are stored as deltas: a store writes only the channels a step
+// changed. A channel whose reducer is append, or was registered with
+// [Builder.AppendReducer] (a conversation's messages), is moreover stored
+// in segments, so a step that appends to it stores only what it appended,
+// not the whole array again; stores turn a checkpoint into that form with
+// [PackSegments] and back with [UnpackSegments], and a run that continues
+// another ([Graph.ContinueFrom]) inherits the segments. The rule that keeps
+// the segments few, and its costs, are in segments.go.
 package pregel

@@ -184,7 +184,9 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		RunID: cp.RunID, Graph: cp.Graph, Step: step,
 		Values: cp.Values, Versions: cp.Versions, Barriers: cp.Barriers,
 		Counters: cp.Counters, Tasks: make([]TaskStatus, 0, len(tasks)),
+		Unloaded: cp.Unloaded,
 	}
+	unloadedCopied := false
 	written := make(map[string]string) // last-value channel -> node
 	copied := false
 	frontier := newFrontier()
@@ -219,6 +221,15 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 				if next.Values == nil {
 					next.Values, next.Versions = map[string]json.RawMessage{}, map[string]int{}
 				}
+			}
+			if next.Unloaded[ch] {
+				if !g.lastValue[ch] {
+					return Outcome{}, fmt.Errorf("pregel: apply step %d of run %q: channel %q, which task %s (node %q) writes, was not loaded; load the channels Graph.ApplyReads lists first", step, cp.RunID, ch, t.ID, from)
+				}
+				if !unloadedCopied {
+					next.Unloaded, unloadedCopied = maps.Clone(next.Unloaded), true
+				}
+				delete(next.Unloaded, ch) // the write replaces the value
 			}
 			v, err := g.reduceOne(ch, next.Values[ch], r.Writes[ch])
 			if err != nil {
@@ -257,6 +268,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		next.Barriers = nil
 	}
 	next.Next = frontier.list
+	next.layouts = g.segmentLayouts(cp, next)
 	status := RunRunning
 	if next.Done() {
 		status = RunCompleted

@@ -49,6 +49,13 @@ type Event struct {
 	// RunStatus is set on EventRunFinished.
 	RunStatus  RunStatus       `json:"run_status,omitempty"`
 	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
+	// History is set on the EventRunFinished that a run's executor (the
+	// runs package, pkg/tick) publishes once the run's record shows where
+	// it stopped: the length of the record's history then
+	// (runs.Run.HistoryLen). Two stops of one run at the same step with
+	// the same status, such as an interrupt asked again after a resume,
+	// differ by it, so that a watcher can tell which one a record shows.
+	History int `json:"history,omitempty"`
 	// Name and Payload are an EventCustom's name and JSON payload.
 	Name    string          `json:"name,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`

@@ -30,16 +30,18 @@ type Builder[S any] struct {
 	description string
 	schema      *schema[S]
 	reducers    map[string]Reducer
-	nodes       map[string]*builderNode[S]
-	order       []string
-	edges       [][2]string
-	joins       []join
-	routers     []*builderRouter[S]
-	fanouts     []*builderFanOut[S]
-	before      []func(context.Context, NodeInfo, S) Decision
-	after       []func(context.Context, NodeReport, S)
-	validate    func(S) error
-	errs        []error
+	// appendReducers names the reducers registered with AppendReducer.
+	appendReducers map[string]bool
+	nodes          map[string]*builderNode[S]
+	order          []string
+	edges          [][2]string
+	joins          []join
+	routers        []*builderRouter[S]
+	fanouts        []*builderFanOut[S]
+	before         []func(context.Context, NodeInfo, S) Decision
+	after          []func(context.Context, NodeReport, S)
+	validate       func(S) error
+	errs           []error
 }
 
 type builderNode[S any] struct {
@@ -94,6 +96,29 @@ func (b *Builder[S]) Reducer(name string, r Reducer) *Builder[S] {
 		return b
 	}
 	b.reducers[name] = r
+	return b
+}
+
+// AppendReducer registers, like [Builder.Reducer], a reducer whose values
+// are JSON arrays that updates mostly extend at the end (the messages of a
+// conversation, an event log). Stores keep the value of a channel with
+// such a reducer in segments and write, at each step that changes it, only
+// the segments from the first one the step changed: a step that appends k
+// elements stores those k, whatever the array's length. The built-in
+// "append" reducer is one. A reducer registered with Reducer has its
+// channel stored whole at every step that changes it.
+//
+// Nothing is required of r for correctness: a step that rewrites the
+// array from its start stores it whole. Values that are not arrays are
+// stored whole.
+func (b *Builder[S]) AppendReducer(name string, r Reducer) *Builder[S] {
+	b.Reducer(name, r)
+	if r != nil {
+		if b.appendReducers == nil {
+			b.appendReducers = map[string]bool{}
+		}
+		b.appendReducers[name] = true
+	}
 	return b
 }
 
@@ -262,6 +287,12 @@ func (b *Builder[S]) Compile(opts ...CompileOption) (*Graph, error) {
 			errs = append(errs, fmt.Errorf("channel %q names reducer %q, which is not defined; use append, merge, sum, last or register it with Builder.Reducer", c.name, c.reducer))
 		default:
 			g.reducers[c.name] = r
+			if c.reducer == ReduceAppend || b.appendReducers[c.reducer] {
+				if g.segmented == nil {
+					g.segmented = map[string]bool{}
+				}
+				g.segmented[c.name] = true
+			}
 		}
 		g.lastValue[c.name] = g.reducers[c.name] == nil
 	}
@@ -527,6 +558,7 @@ type Graph struct {
 	description string
 	channels    []string
 	reducers    map[string]Reducer // channel -> reducer; absent: last value
+	segmented   map[string]bool    // channels stored in segments (segments.go)
 	lastValue   map[string]bool
 	nodes       map[string]*node
 	order       []string

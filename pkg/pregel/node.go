@@ -81,7 +81,14 @@ type nodeConfig struct {
 	onError string
 }
 
-// Reads declares the channels a node reads.
+// Reads declares the channels a node reads. The node, its hooks,
+// ShouldExecute and Validate then see only those channels (every other
+// field of the state is its zero value), and its routers and fan-outs see
+// those and the channels it declares with [Writes], after its writes; this
+// holds in every runtime, so that a serverless tick may load only what a
+// step reads ([Graph.StepReads]). A node that declares no reads sees the
+// whole state. [CheckReads] finds, in tests, nodes that read more than
+// they declare.
 func Reads(channels ...string) NodeOption {
 	return func(c *nodeConfig) { c.info.Reads = append(c.info.Reads, channels...) }
 }

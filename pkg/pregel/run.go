@@ -28,6 +28,8 @@ type runConfig struct {
 	resumeIDs map[string]json.RawMessage
 	resumeErr error
 	drainSink func(reason string)
+	// checkReads: see CheckReads.
+	checkReads bool
 }
 
 // WithRunID sets the run's id (default: a random one).
@@ -472,6 +474,9 @@ func (g *Graph) runTask(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 	var done func(TaskResult)
 	if cfg.taskCtx != nil {
 		ectx, done = cfg.taskCtx(ectx, t)
+	}
+	if cfg.checkReads {
+		ectx = context.WithValue(ectx, checkReadsKey{}, true)
 	}
 	res, _ := g.execute(ectx, t, cp.Values, resume)
 	if ctx.Err() != nil {

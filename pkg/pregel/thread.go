@@ -30,6 +30,23 @@ const Inherited = -1
 // rejected with an error wrapping ErrInvalidInput. [Graph.Start] is
 // Continue from no state.
 func (g *Graph) Continue(ctx context.Context, runID string, state map[string]json.RawMessage, input json.RawMessage) (*Checkpoint, error) {
+	return g.continueFrom(ctx, runID, state, nil, input)
+}
+
+// ContinueFrom is [Graph.Continue] from the values of base, a checkpoint
+// loaded from a store (of this run's thread, say). Unlike Continue, it
+// keeps what base knows of how its array channels are stored in segments
+// (see [Builder.AppendReducer]): the new run inherits the segments, so its
+// step 0 and its later steps store only what they add to a conversation,
+// not the whole of it again. base may be nil: no state.
+func (g *Graph) ContinueFrom(ctx context.Context, runID string, base *Checkpoint, input json.RawMessage) (*Checkpoint, error) {
+	if base == nil {
+		return g.continueFrom(ctx, runID, nil, nil, input)
+	}
+	return g.continueFrom(ctx, runID, base.Values, base.layouts, input)
+}
+
+func (g *Graph) continueFrom(ctx context.Context, runID string, state map[string]json.RawMessage, layouts map[string]layout, input json.RawMessage) (*Checkpoint, error) {
 	if runID == "" {
 		return nil, fmt.Errorf("%w: run id is empty", ErrInvalidInput)
 	}
@@ -76,5 +93,6 @@ func (g *Graph) Continue(ctx context.Context, runID string, state map[string]jso
 		}
 	}
 	cp.Next = next.list
+	cp.layouts = g.inheritLayouts(cp, state, layouts)
 	return cp, nil
 }

@@ -101,6 +101,13 @@ type Run struct {
 	WatchedUntil time.Time `json:"watched_until,omitzero"`
 }
 
+// HistoryLen is how many events the run's history has had: those Events
+// holds and those dropped. Every change of status adds one, so a run that
+// stops again at the same step with the same status has a longer history
+// than at its previous stop; the run_finished event of each stop carries
+// the length of the record's history at that stop (pregel.Event.History).
+func (r *Run) HistoryLen() int { return len(r.Events) + r.EventsDropped }
+
 // ResumeRequest answers a run's interrupts: Value answers all of them,
 // Values answers them by interrupt id.
 type ResumeRequest struct {

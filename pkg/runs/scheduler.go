@@ -360,7 +360,7 @@ func (s *Scheduler) cancelQueued(ctx context.Context, id string) {
 		s.log.WarnContext(ctx, "cancel queued run; it will be cancelled when it starts", "run_id", id, "error", err)
 		_ = s.Dispatch(ctx, Run{ID: id})
 	default:
-		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: id, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled})
+		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: id, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled, History: r.HistoryLen()})
 		s.stopped(ctx, r)
 	}
 }
@@ -511,7 +511,7 @@ func (s *Scheduler) execute(ex *execution) {
 		}
 		return
 	case r.Status == pregel.RunCancelled:
-		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: r.ID, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled})
+		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: r.ID, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled, History: r.HistoryLen()})
 		s.stopped(s.base, r)
 		return
 	}
@@ -696,6 +696,7 @@ func (s *Scheduler) settle(ex *execution, r Run, res *pregel.Result, err error) 
 		ev = *ex.finished
 	}
 	ev.Step, ev.RunStatus, ev.Interrupts, ev.Error = final.Step, final.Status, final.Interrupts, final.Error
+	ev.History = final.HistoryLen()
 	ev.Reason = ""
 	if final.DrainRequested {
 		ev.Reason = final.DrainReason

@@ -430,11 +430,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	if err != nil {
 		return Run{}, false, err
 	}
-	var state map[string]json.RawMessage
-	if cp != nil {
-		state = cp.Values
-	}
-	if _, err := g.Continue(ctx, req.RunID, state, input); err != nil {
+	if _, err := g.ContinueFrom(ctx, req.RunID, cp, input); err != nil {
 		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
 	}
 
@@ -704,11 +700,9 @@ func (s *Service) start(ctx context.Context, g *pregel.Graph, r Run, base *StepR
 	if err != nil {
 		return err
 	}
-	var state map[string]json.RawMessage
-	if cp0 != nil {
-		state = cp0.Values
-	}
-	cp, err := g.Continue(ctx, r.ID, state, r.Input)
+	// ContinueFrom, not Continue: the run inherits how the base stores
+	// its array channels, and stores only what it adds to them.
+	cp, err := g.ContinueFrom(ctx, r.ID, cp0, r.Input)
 	if err != nil {
 		return s.failStart(ctx, r, strings.TrimPrefix(err.Error(), "pregel: invalid input: "))
 	}
@@ -1099,11 +1093,7 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 	if err != nil {
 		return ThreadState{}, err
 	}
-	var state map[string]json.RawMessage
-	if cp0 != nil {
-		state = cp0.Values
-	}
-	cp, err := g.Continue(ctx, runID, state, values)
+	cp, err := g.ContinueFrom(ctx, runID, cp0, values)
 	if err != nil {
 		return ThreadState{}, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
 	}

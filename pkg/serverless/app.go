@@ -427,7 +427,10 @@ func New(o Options) (*App, error) {
 	if o.Streaming && o.Config.Events != EventsOff {
 		a2aOpts = append(a2aOpts, a2a.WithEvents(&logEvents{log: events, logger: log}))
 	}
-	agents := a2a.New(svc, a2aOpts...)
+	agents, err := a2a.New(svc, a2aOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("serverless: %w", err)
+	}
 	httpAPI.Handle(a2a.Pattern, agents)
 	var inner http.Handler = httpAPI
 	if o.Config.JWTIssuer != "" {

@@ -260,6 +260,79 @@ func TestStreamServerlessRun(t *testing.T) {
 	}
 }
 
+// askTwiceGraph's node asks two questions: answering the first, the run
+// is interrupted again at the same step.
+func askTwiceGraph(t *testing.T) *pregel.Graph {
+	t.Helper()
+	type state struct {
+		Answers []string `json:"answers,omitempty"`
+	}
+	b := pregel.NewGraph[state]("ask-twice")
+	b.AddFunc("ask", func(ctx context.Context, _ state) (state, error) {
+		name, err := pregel.Interrupt[string](ctx, map[string]string{"question": "name?"})
+		if err != nil {
+			return state{}, err
+		}
+		city, err := pregel.Interrupt[string](ctx, map[string]string{"question": "city?"})
+		if err != nil {
+			return state{}, err
+		}
+		return state{Answers: []string{name, city}}, nil
+	}, pregel.Writes("answers"))
+	b.AddEdge(pregel.Start, "ask").AddEdge("ask", pregel.End)
+	g, err := b.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestStreamServerlessInterruptedAgain: on the serverless path, the
+// stream of a run interrupted, resumed and interrupted again at the same
+// step does not end at the first interrupt's run_finished, whether read
+// from the start or resumed from before it: it ends with the second.
+func TestStreamServerlessInterruptedAgain(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{streaming: true, graphs: []*pregel.Graph{askTwiceGraph(t)},
+		config: func(c *serverless.Config) { c.Events = serverless.EventsOn }})
+	s.create("ask-twice", "tw1", map[string]any{})
+	first := streamEvents(t, s.openStream("/v1/runs/tw1/stream?mode=events").untilEnd(t, 0))
+	stop1 := first[len(first)-1]
+	if stop1.Type != pregel.EventRunFinished || stop1.RunStatus != pregel.RunInterrupted {
+		t.Fatalf("first stream's last event %s %s; want run_finished interrupted", stop1.Type, stop1.RunStatus)
+	}
+	if st := s.do("POST", "/v1/runs/tw1/resume", map[string]any{"resume": "Ada"}, nil); st != http.StatusAccepted && st != http.StatusOK {
+		t.Fatalf("resume: %d", st)
+	}
+	rec := s.waitStatus("tw1", pregel.RunInterrupted)
+	if rec.Step != stop1.Step || len(rec.Interrupts) != 1 || !strings.Contains(string(rec.Interrupts[0].Value), "city?") {
+		t.Fatalf("after the first answer: step %d, interrupts %+v; want step %d asking the city", rec.Step, rec.Interrupts, stop1.Step)
+	}
+	for _, after := range []int64{0, stop1.ID - 1} {
+		var hdr []string
+		if after > 0 {
+			hdr = []string{"Last-Event-ID", fmt.Sprint(after)}
+		}
+		msgs := s.openStream("/v1/runs/tw1/stream?mode=events", hdr...).untilEnd(t, 0)
+		evs := streamEvents(t, msgs)
+		if len(evs) <= int(stop1.ID-after) {
+			t.Fatalf("after %d: the stream ends after %d events, at the first interrupt (event %d)", after, len(evs), stop1.ID)
+		}
+		for i, ev := range evs {
+			if ev.ID != after+int64(i)+1 {
+				t.Fatalf("after %d: event %d has id %d", after, i, ev.ID)
+			}
+		}
+		last := evs[len(evs)-1]
+		if last.Type != pregel.EventRunFinished || last.RunStatus != pregel.RunInterrupted {
+			t.Errorf("after %d: last event %d %s; want the second run_finished", after, last.ID, last.Type)
+		}
+		if end := endEvent(t, msgs); len(end.Interrupts) != 1 || !strings.Contains(string(end.Interrupts[0].Value), "city?") {
+			t.Errorf("after %d: end %+v; want interrupted asking the city", after, end)
+		}
+	}
+}
+
 // TestFunctionURLStreamEndsBeforeTimeout: the stream of a run that does
 // not stop ends cleanly before the function's timeout (no end event, a
 // comment saying to reconnect), with a 200, not cut by the timeout.

@@ -134,10 +134,14 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
-	agents := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st}),
+	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st}),
 		// A message's contextId names a thread: a chat client's next
 		// message continues the conversation.
 		a2a.WithThreadStrategy(runs.Strategy(f.strategy))) // checked in RunE
+	if err != nil {
+		_ = sched.Shutdown(context.Background(), 0)
+		return badInput(err)
+	}
 	handler.Handle(a2a.Pattern, agents)
 	// Push configs are in the store file: go on delivering those of the
 	// last run of dev.

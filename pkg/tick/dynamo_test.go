@@ -1,14 +1,22 @@
 package tick_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/dynamo"
+	"github.com/superstep/superstep/pkg/tick"
 )
 
 // The fault-injection cases again, on DynamoDB (moto_server) through the
@@ -91,6 +99,201 @@ func TestTickChainFaultsDynamo(t *testing.T) {
 			e := newEnvOn(t, false, backend{checkpoints: s, runs: s, claims: s, loader: s})
 			e.h.Chain = chained
 			faultCaseAt(t, e, ref, false, rand.New(rand.NewPCG(uint64(n), 9)), p.failAt, p.after, p.failSend)
+		})
+	}
+}
+
+// spyLoader notes what a ChannelLoader was asked for and returned.
+type spyLoader struct {
+	*dynamo.Store
+	mu       sync.Mutex
+	partial  int      // checkpoints loaded in part
+	appended []string // channels LoadChannels read
+}
+
+func (l *spyLoader) LoadRunReading(ctx context.Context, runID string, reads func(*pregel.Checkpoint) ([]string, bool)) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
+	r, cp, pending, err := l.Store.LoadRunReading(ctx, runID, reads)
+	if cp != nil && len(cp.Unloaded) > 0 {
+		l.mu.Lock()
+		l.partial++
+		l.mu.Unlock()
+	}
+	return r, cp, pending, err
+}
+
+func (l *spyLoader) LoadChannels(ctx context.Context, cp *pregel.Checkpoint, channels []string) (*pregel.Checkpoint, error) {
+	l.mu.Lock()
+	l.appended = append(l.appended, channels...)
+	l.mu.Unlock()
+	return l.Store.LoadChannels(ctx, cp, channels)
+}
+
+// On DynamoDB, new Stores for every message (cold Lambdas): the ticks of
+// steps whose nodes declare their reads load only those channels, read
+// the doc that loop adds to before applying, and the run ends with the
+// embedded run's state.
+func TestTickReadsOnlyWhatTheStepReadsDynamo(t *testing.T) {
+	srv := mototest.Start(t)
+	client := dynamodb.NewFromConfig(srv.Config)
+	if err := dynamo.CreateTable(t.Context(), client, "reads"); err != nil {
+		t.Fatal(err)
+	}
+	ref := reference(t, false)
+	s := dynamo.New(client, "reads", dynamo.WithCacheSize(0))
+	spy := &spyLoader{Store: s}
+	e := newEnvOn(t, false, backend{checkpoints: s, runs: s, claims: s, loader: spy})
+	ctx := context.Background()
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rand.New(rand.NewPCG(3, 4)), false)
+	r, _ := e.svc.Get(ctx, "r")
+	cp, err := dynamo.New(client, "reads").Load(ctx, "r", pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != pregel.RunCompleted || r.Counters != ref.Counters || !equalJSON(cp.Values, ref.Values) {
+		t.Fatalf("run %s %+v, values %s; want completed like %+v, %s", r.Status, r.Counters, cp.Values, ref.Counters, ref.Values)
+	}
+	if spy.partial == 0 {
+		t.Error("no tick loaded a checkpoint in part")
+	}
+	if !slices.Contains(spy.appended, "doc") {
+		t.Errorf("LoadChannels read %v; want the doc, which loop adds to without reading it", spy.appended)
+	}
+}
+
+type wideState struct {
+	N       int   `json:"n"`
+	Results []int `json:"results" reduce:"append"`
+	Total   int   `json:"total"`
+}
+
+// wideGraph: split fans out n remote work tasks, each appending its item;
+// collect sums them.
+func wideGraph(t *testing.T, ex *executions) *pregel.Graph {
+	g := pregel.NewGraph[wideState]("wide")
+	g.AddFunc("split", func(ctx context.Context, _ wideState) (wideState, error) { return wideState{}, nil })
+	g.AddFunc("work", func(ctx context.Context, _ wideState) (wideState, error) {
+		ex.ran(ctx)
+		n, err := pregel.Arg[int](ctx)
+		return wideState{Results: []int{n}}, err
+	}, pregel.Remote(), pregel.Reads("n"))
+	g.AddFunc("collect", func(_ context.Context, s wideState) (wideState, error) {
+		t := 0
+		for _, v := range s.Results {
+			t += v
+		}
+		return wideState{Total: t}, nil
+	}, pregel.Reads("results"))
+	g.AddEdge(pregel.Start, "split")
+	g.AddFanOut("split", "work", func(_ context.Context, s wideState) ([]any, error) {
+		out := make([]any, s.N)
+		for i := range out {
+			out[i] = i + 1
+		}
+		return out, nil
+	})
+	g.AddEdge("work", "collect").AddEdge("collect", pregel.End)
+	cg, err := g.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cg
+}
+
+// countingStore fails some CountSettled calls, before or after the count
+// reaches the store, and counts the commits of each step.
+type countingStore struct {
+	*crashStore
+	counter tick.SettleCounter
+	mu      sync.Mutex
+	counts  int
+	commits map[int]int
+}
+
+func (c *countingStore) CountSettled(ctx context.Context, runID string, step int) (int, error) {
+	c.mu.Lock()
+	c.counts++
+	k := c.counts
+	c.mu.Unlock()
+	if k%7 == 3 {
+		return 0, errCrash // before
+	}
+	n, err := c.counter.CountSettled(ctx, runID, step)
+	if k%7 == 5 {
+		return 0, errCrash // after
+	}
+	return n, err
+}
+
+func (c *countingStore) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
+	err := c.crashStore.Commit(ctx, cp)
+	if err == nil {
+		c.mu.Lock()
+		c.commits[cp.Step]++
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// A step of 40 remote tasks (over tick.CountSettledFrom) on DynamoDB,
+// messages delivered in random order, some twice, some at once, and
+// crashes before and after counting: every task runs once, every result
+// is applied once, and the step commits once.
+func TestWideFanOutDynamo(t *testing.T) {
+	srv := mototest.Start(t)
+	client := dynamodb.NewFromConfig(srv.Config)
+	const n = 40
+	if n < tick.CountSettledFrom {
+		t.Fatalf("the fan-out of %d does not reach tick.CountSettledFrom (%d)", n, tick.CountSettledFrom)
+	}
+	for seed := range uint64(2) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			table := fmt.Sprint("wide-", seed)
+			if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
+				t.Fatal(err)
+			}
+			s := dynamo.New(client, table)
+			ex := newExecutions()
+			reg, err := runs.NewRegistry(wideGraph(t, ex))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := &countingStore{crashStore: &crashStore{Checkpointer: s, ex: ex}, counter: s, commits: map[int]int{}}
+			q := &chaosQueue{seen: map[string]bool{}}
+			clock := &fakeClock{now: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)}
+			h := &tick.Handler{Graphs: reg, Runs: s, Checkpoints: cs, Queue: q, Claims: s, Loader: s, Now: clock.Now}
+			svc := &runs.Service{Graphs: reg, Runs: s, Checkpoints: cs, Dispatcher: &tick.Dispatcher{Checkpoints: cs, Queue: q}}
+			e := &env{h: h, svc: svc, queue: q, store: cs.crashStore, ex: ex, clock: clock}
+			ctx := context.Background()
+			if _, _, err := svc.Create(ctx, "wide", runs.CreateRequest{RunID: "r", Input: json.RawMessage(fmt.Sprintf(`{"n": %d}`, n))}); err != nil {
+				t.Fatal(err)
+			}
+			e.drain(t, rand.New(rand.NewPCG(seed, 11)), true)
+			r, _ := svc.Get(ctx, "r")
+			cp, err := dynamo.New(client, table).Load(ctx, "r", pregel.Latest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st wideState
+			_ = json.Unmarshal(cp.Values["results"], &st.Results)
+			_ = json.Unmarshal(cp.Values["total"], &st.Total)
+			slices.Sort(st.Results)
+			if r.Status != pregel.RunCompleted || len(st.Results) != n || st.Total != n*(n+1)/2 || st.Results[0] != 1 || st.Results[n-1] != n {
+				t.Fatalf("run %s (%s), %d results summing to %d; want completed, %d summing to %d", r.Status, r.Error, len(st.Results), st.Total, n, n*(n+1)/2)
+			}
+			if len(ex.runs) != n || len(ex.again) > 0 {
+				t.Errorf("%d tasks executed, recorded ones again: %v", len(ex.runs), ex.again)
+			}
+			for id, k := range ex.runs {
+				if k != 1 {
+					t.Errorf("task %s executed %d times", id, k)
+				}
+			}
+			if cs.commits[2] != 1 || cs.counts < n {
+				t.Errorf("step 2 committed %d times, %d counts; want once, at least %d", cs.commits[2], cs.counts, n)
+			}
 		})
 	}
 }

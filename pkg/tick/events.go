@@ -189,5 +189,6 @@ func emitNodeFinished(ctx context.Context, t pregel.Task, res pregel.TaskResult)
 
 // emitRunStopped adds the run_finished event of a record that stopped.
 func emitRunStopped(ctx context.Context, r runs.Run) {
-	emit(ctx, pregel.Event{Type: pregel.EventRunFinished, Step: r.Step, RunStatus: r.Status, Interrupts: r.Interrupts, Reason: r.DrainReason, Error: r.Error})
+	emit(ctx, pregel.Event{Type: pregel.EventRunFinished, Step: r.Step, RunStatus: r.Status, Interrupts: r.Interrupts, Reason: r.DrainReason, Error: r.Error,
+		History: r.HistoryLen()})
 }

@@ -8,7 +8,10 @@
 // task to finish commits its step (fenced like a tick's commit), and sends
 // the next tick, or, when every task of the next step is remote, their
 // node tasks. With a Chain, a tick runs consecutive inline steps in one
-// call.
+// call. With a ChannelLoader, a tick reads only the channels its step
+// reads (pregel.Graph.StepReads); with a SettleCounter, the node handlers
+// of a wide step count settled results instead of each reading them all.
+// See README.md.
 //
 // Drain and cancel requests are read from the run record at step
 // boundaries. A drain lets the step in progress (one with a recorded
@@ -142,9 +145,27 @@ func (h *Handler) loadTask(ctx context.Context, runID, taskID string) (runs.Run,
 	return run, cp, own, len(pending) > 0, nil
 }
 
+// ChannelLoader is a RunLoader that reads a checkpoint in part: of the
+// newest checkpoint's values, LoadRunReading reads those of the channels
+// reads asks for (given the checkpoint without values; all when it says
+// so), and may leave others out, listing them in the checkpoint's
+// Unloaded; LoadChannels returns a checkpoint it loaded with the values of
+// more channels (cp itself when it has them). A Handler whose Loader
+// implements it reads, for a step, the channels pregel.Graph.StepReads
+// lists, and before applying the step's results those Graph.ApplyReads
+// lists: a large channel that no task of the step reads is not fetched.
+type ChannelLoader interface {
+	LoadRunReading(ctx context.Context, runID string, reads func(cp *pregel.Checkpoint) (channels []string, all bool)) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error)
+	LoadChannels(ctx context.Context, cp *pregel.Checkpoint, channels []string) (*pregel.Checkpoint, error)
+}
+
 // load reads a run, its newest checkpoint and the results recorded for
-// its open step.
+// its open step. With a ChannelLoader, the checkpoint holds the values of
+// the channels its next step reads, and maybe not the others.
 func (h *Handler) load(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
+	if cl, ok := h.Loader.(ChannelLoader); ok {
+		return cl.LoadRunReading(ctx, runID, h.stepReads)
+	}
 	if h.Loader != nil {
 		return h.Loader.LoadRun(ctx, runID)
 	}
@@ -167,6 +188,16 @@ func (h *Handler) load(ctx context.Context, runID string) (runs.Run, *pregel.Che
 		return runs.Run{}, nil, nil, err
 	}
 	return run, cp, pending, nil
+}
+
+// stepReads lists the channels the step after cp reads, by its graph
+// (all when the graph is not deployed here).
+func (h *Handler) stepReads(cp *pregel.Checkpoint) ([]string, bool) {
+	g, ok := h.Graphs.Get(cp.Graph)
+	if !ok {
+		return nil, true
+	}
+	return g.StepReads(cp)
 }
 
 // claim leases a task to this handler call; owner identifies the call.
@@ -483,7 +514,7 @@ func (h *Handler) executeInline(ctx context.Context, g *pregel.Graph, run runs.R
 			}
 			emit(ctx, pregel.Event{Type: pregel.EventNodeStarted, Step: task.Step, Node: task.Node(), TaskID: task.ID, Arg: task.Trigger.Arg})
 			tctx, end := h.startTask(nodeSink(ctx), run, task)
-			res := g.Execute(tctx, task, cp.Values, resume[task.ID])
+			res := g.ExecuteFrom(tctx, task, cp, resume[task.ID])
 			end(res)
 			if record || !res.Final() || res.Status == pregel.NodeFailed {
 				res, errs[i] = h.Checkpoints.RecordTask(ctx, task.RunID, task.Step, res)
@@ -521,6 +552,18 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	results := make([]pregel.TaskResult, 0, len(tasks))
 	for _, task := range tasks {
 		results = append(results, settled[task.ID])
+	}
+	if need := g.ApplyReads(cp, results); len(need) > 0 {
+		// Reducers of channels the step's tasks did not read.
+		cl, ok := h.Loader.(ChannelLoader)
+		if !ok {
+			return fmt.Errorf("apply step %d of run %q: channels %v are not loaded and the loader cannot read them", cp.Step+1, cp.RunID, need)
+		}
+		whole, err := cl.LoadChannels(ctx, cp, need)
+		if err != nil {
+			return fmt.Errorf("apply step %d: %w", cp.Step+1, err)
+		}
+		cp = whole
 	}
 	out, err := g.Apply(cp, tasks, results)
 	if err != nil {
@@ -761,12 +804,23 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	var resume map[string]json.RawMessage
 	for _, p := range own {
 		if isSettled(p) {
+			// A delivery again: the first one may have stopped before
+			// counting the result or committing.
 			log.Debug("task already settled; not executed again")
-			pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
-			if err != nil {
-				return err
+			if h.counting(g, tasks) {
+				// Count again only if no handler holds the task's lease
+				// unexpired. One that does counts the result itself, or
+				// stops first: then this message must come back (after
+				// the lease) and count, so it fails rather than succeed
+				// and be deleted; if the other handler succeeds, it
+				// deletes the message and this failure is moot.
+				if held, err := h.leasedElsewhere(ctx, *task); err != nil {
+					return err
+				} else if held {
+					return ErrClaimed
+				}
 			}
-			return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
+			return h.settle(ctx, g, cp, tasks, p, &run)
 		}
 		resume = p.Resume
 	}
@@ -778,20 +832,109 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	// The task's span stays in ctx: the commit tick sent below links to it.
 	emit(ctx, pregel.Event{Type: pregel.EventNodeStarted, Step: task.Step, Node: task.Node(), TaskID: task.ID, Arg: task.Trigger.Arg})
 	ctx, end := h.startTask(ctx, run, *task)
-	res := g.Execute(nodeSink(ctx), *task, cp.Values, resume)
+	res := g.ExecuteFrom(nodeSink(ctx), *task, cp, resume)
 	end(res)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res); err != nil {
+	stored, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res)
+	if err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
 	emitNodeFinished(ctx, *task, res)
-	pending, err := h.Checkpoints.PendingTasks(ctx, run.ID, nt.Step)
+	return h.settle(ctx, g, cp, tasks, stored, &run)
+}
+
+// SettleCounter is implemented by checkpointers that count the settled
+// results of a step's remote tasks in one write, so that the node handler
+// of each task learns whether it may be the last one in without reading
+// every result of the step (which makes a step of n remote tasks read
+// O(n²) results). CountSettled adds one to the count of step and returns
+// the count after the addition.
+//
+// A handler counts each settled result it recorded, and counts again when
+// a task's message is delivered again after its result was recorded and
+// no other handler holds the task's lease unexpired (the first delivery
+// may have stopped before counting), so the count is at least the number
+// of remote tasks settled, and may be more. It is a
+// hint: the handler whose count reaches the number of remote tasks of the
+// step reads their results and commits only if all have settled, with the
+// step's fence. Of the handlers that record the results, the one whose
+// addition comes last sees a count at least that number, and reads after
+// every result was recorded, so some handler commits.
+type SettleCounter interface {
+	CountSettled(ctx context.Context, runID string, step int) (int, error)
+}
+
+// CountSettledFrom is the number of remote tasks from which a step's
+// node handlers count settled results (SettleCounter) rather than each
+// reading every result of the step: under it, reading a few small results
+// costs less than a write per task. It is a constant, not a setting: the
+// handlers of a step must agree on whether they count.
+const CountSettledFrom = 32
+
+// settle is what a node handler does once the result of its task is
+// recorded (stored, as the store returned it): when the step may have
+// all its results, read them and commit it if they are all settled. With
+// a SettleCounter and at least CountSettledFrom remote tasks in the step,
+// only the handler whose count reaches their number reads them.
+func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, stored pregel.TaskResult, seen *runs.Run) error {
+	step := cp.Step + 1
+	if c, ok := h.Checkpoints.(SettleCounter); ok && h.counting(g, tasks) {
+		if !isSettled(stored) {
+			return nil // the step cannot commit before this task settles
+		}
+		n, err := c.CountSettled(ctx, cp.RunID, step)
+		if err != nil {
+			return err
+		}
+		if n < remoteTasks(g, tasks) {
+			return nil
+		}
+	}
+	pending, err := h.Checkpoints.PendingTasks(ctx, cp.RunID, step)
 	if err != nil {
 		return err
 	}
-	return h.commitIfSettled(ctx, g, cp, tasks, pending, &run)
+	return h.commitIfSettled(ctx, g, cp, tasks, pending, seen)
+}
+
+// leasedElsewhere takes the lease of the first execution of a settled
+// task, and reports whether another handler holds it unexpired: that
+// handler executed the task and counts its result itself. An expired
+// lease is taken over: its handler stopped, maybe before counting.
+func (h *Handler) leasedElsewhere(ctx context.Context, t pregel.Task) (bool, error) {
+	if h.Claims == nil {
+		return false, nil
+	}
+	now := time.Now()
+	if h.Now != nil {
+		now = h.Now()
+	}
+	ttl := h.Lease
+	if ttl <= 0 {
+		ttl = 15 * time.Minute
+	}
+	ok, _, err := h.Claims.Claim(ctx, t.RunID, t.Step, t.ID+".0", pregel.NewRunID(), now, now.Add(ttl))
+	return !ok, err
+}
+
+// counting reports whether the node handlers of a step count its settled
+// results (see SettleCounter).
+func (h *Handler) counting(g *pregel.Graph, tasks []pregel.Task) bool {
+	_, ok := h.Checkpoints.(SettleCounter)
+	return ok && remoteTasks(g, tasks) >= CountSettledFrom
+}
+
+// remoteTasks counts the tasks of a step that node handlers execute.
+func remoteTasks(g *pregel.Graph, tasks []pregel.Task) int {
+	n := 0
+	for _, t := range tasks {
+		if info, _ := g.Node(t.Node()); info.IsRemote() {
+			n++
+		}
+	}
+	return n
 }
 
 // commitIfSettled commits the step after cp when every one of its tasks

@@ -24,6 +24,11 @@ type St struct {
 	Count int      `json:"count"`
 	Items []int    `json:"items"`
 	Reply string   `json:"reply"`
+	// Doc is large (over what a DynamoDB step item holds inline) and
+	// read by no node after prepare; loop adds a key to it. It is merged,
+	// not appended: a channel of the append reducer is stored in
+	// segments, which a tick always reads whole.
+	Doc map[string]string `json:"doc" reduce:"merge"`
 }
 
 // executions counts node executions per task id and notes which results
@@ -58,12 +63,14 @@ func (e *executions) ran(ctx context.Context) {
 
 // testGraph: prepare -> fan-out to remote workers and an inline side
 // branch -> join -> loop of an inline node three times -> optional
-// approval interrupt -> end.
+// approval interrupt -> end. The inline nodes after prepare declare what
+// they read (pregel.Reads), so on a ChannelLoader a tick loads only that,
+// and reads the large doc that loop adds to only to apply the step.
 func testGraph(t testing.TB, ex *executions, ask bool) *pregel.Graph {
 	g := pregel.NewGraph[St]("tickgraph")
 	g.AddFunc("prepare", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
-		return St{Items: []int{1, 2, 3, 4}, Log: []string{"prepare"}}, nil
+		return St{Items: []int{1, 2, 3, 4}, Log: []string{"prepare"}, Doc: map[string]string{"prepare": strings.Repeat("d", 70<<10)}}, nil
 	})
 	g.AddFunc("work", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
@@ -76,15 +83,15 @@ func testGraph(t testing.TB, ex *executions, ask bool) *pregel.Graph {
 	g.AddFunc("side", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
 		return St{Log: []string{"side"}}, nil
-	})
+	}, pregel.Reads("items"))
 	g.AddFunc("join", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
 		return St{Log: []string{fmt.Sprint("join", s.Total)}}, nil
-	})
+	}, pregel.Reads("total"))
 	g.AddFunc("loop", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
-		return St{Count: s.Count + 1, Log: []string{fmt.Sprint("loop", s.Count)}}, nil
-	})
+		return St{Count: s.Count + 1, Log: []string{fmt.Sprint("loop", s.Count)}, Doc: map[string]string{fmt.Sprint("loop", s.Count): "x"}}, nil
+	}, pregel.Reads("count"))
 	g.AddFunc("approve", func(ctx context.Context, s St) (St, error) {
 		ex.ran(ctx)
 		if !ask {
@@ -345,7 +352,7 @@ func reference(t *testing.T, ask bool) *pregel.Result {
 	g := testGraph(t, newExecutions(), ask)
 	ctx := context.Background()
 	store := pregel.NewMemoryStore()
-	res, err := g.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("ref"))
+	res, err := g.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("ref"), pregel.CheckReads())
 	if err != nil {
 		t.Fatal(err)
 	}

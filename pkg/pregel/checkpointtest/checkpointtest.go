@@ -44,6 +44,15 @@
 //     steps or fails with ErrNotFound.
 //   - A method called with a cancelled context returns an error wrapping
 //     [context.Canceled] and changes nothing.
+//   - Checkpoints the engine makes for channels stored in segments (see
+//     [pregel.Builder.AppendReducer]) load back whole, at every step, in
+//     runs that continue others ([pregel.Graph.ContinueFrom], committed
+//     with CommitFrom when the store is a runs.Seeder) and after a new
+//     version of the graph that does not segment them resumes the run. A
+//     store that keeps checkpoints as they are (MemoryStore) passes as it
+//     is; one that writes only the channels a step changed calls
+//     [pregel.PackSegments] in Commit and [pregel.UnpackSegments] in Load,
+//     and must keep channel names with the byte 0x1f.
 package checkpointtest
 
 import (
@@ -98,6 +107,7 @@ func Run(t *testing.T, newStore func(t *testing.T) pregel.Checkpointer) {
 		{"ConcurrentRecordTask", testConcurrentRecordTask},
 		{"ConcurrentRecordAndCommit", testConcurrentRecordAndCommit},
 		{"ConcurrentRuns", testConcurrentRuns},
+		{"Segments", testSegments},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -189,7 +189,7 @@ func sampleEvents(runID string, n int) []pregel.Event {
 			ev.Type, ev.Node, ev.TaskID, ev.Status, ev.Attempts = pregel.EventNodeFinished, "n", "t1", pregel.NodeCompleted, 1
 			ev.Writes = map[string]json.RawMessage{"out": json.RawMessage(fmt.Sprint(i))}
 		default:
-			ev.Type, ev.RunStatus = pregel.EventRunFinished, pregel.RunInterrupted
+			ev.Type, ev.RunStatus, ev.History = pregel.EventRunFinished, pregel.RunInterrupted, i
 			ev.Interrupts = []pregel.InterruptInfo{{ID: "t1.0", TaskID: "t1", Node: "n", Value: json.RawMessage(`"ok?"`)}}
 		}
 		evs[i] = ev

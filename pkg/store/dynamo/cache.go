@@ -28,9 +28,14 @@ type stepEntry struct {
 	// size is the item's size as DynamoDB counts it.
 	size int
 	man  manifest
-	// cp is the whole checkpoint, shared with the callers of Commit and
-	// Load, who must not modify it; nil when only the manifest is known.
+	// cp is the whole checkpoint in its stored form (pregel.PackSegments:
+	// segments of array channels as channels of their own); nil when only
+	// the manifest is known.
 	cp *pregel.Checkpoint
+	// full is cp as loaded (pregel.UnpackSegments), shared with the
+	// callers of Commit and Load, who must not modify it; cp itself when
+	// no channel is stored in segments.
+	full *pregel.Checkpoint
 }
 
 // cost estimates the memory an entry holds, in bytes.
@@ -39,6 +44,11 @@ func (e *stepEntry) cost() int64 {
 	if e.cp != nil {
 		for ch, v := range e.cp.Values {
 			n += int64(len(ch) + len(v) + 64)
+		}
+		if e.full != e.cp {
+			for ch, v := range e.full.Values {
+				n += int64(len(ch) + len(v) + 64)
+			}
 		}
 	}
 	return n

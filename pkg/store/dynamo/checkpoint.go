@@ -184,7 +184,7 @@ func (s *Store) decodeDocs(ctx context.Context, runID string, items []map[string
 // whole checkpoint already cached over a manifest alone.
 func (s *Store) remember(runID string, step int, e *stepEntry) {
 	s.steps.update(stepKey{runID, step}, func(old *stepEntry, ok bool) (*stepEntry, int64) {
-		if ok && old.cp != nil && e.cp == nil && old.commit == e.commit {
+		if ok && old.cp != nil && old.commit == e.commit && (e.cp == nil || len(old.cp.Unloaded) < len(e.cp.Unloaded)) {
 			return old, old.cost()
 		}
 		return e, e.cost()
@@ -302,6 +302,8 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if cp.Step < 0 {
 		return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 	}
+	full := cp
+	cp = pregel.PackSegments(cp)
 	if err := checkVersions(cp); err != nil {
 		return err
 	}
@@ -359,7 +361,7 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 			return fmt.Errorf("dynamo: commit step %d of run %q: another commit came first: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 		}
 	}
-	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp})
+	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
 	s.dropTasks(ctx, cp.RunID, cp.Step)
 	return nil
 }
@@ -440,6 +442,18 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 	held := map[int][]chanValue{}
 	for _, ch := range slices.Sorted(maps.Keys(cp.Versions)) {
 		v := cp.Versions[ch]
+		if cp.Unloaded[ch] {
+			// Not read, so not changed: where the previous step has it.
+			old, ok := prevMan[ch]
+			if !ok || v >= step || old.Version != v || old.Cleared {
+				return nil, fmt.Errorf("dynamo: commit step %d of run %q: channel %q was not loaded, and step %d does not hold its version %d", cp.Step, cp.RunID, ch, step-1, v)
+			}
+			if old.home() == step-1 && old.From == "" {
+				old.Size = prevSize
+			}
+			man[ch] = old
+			continue
+		}
 		val, has := cp.Values[ch]
 		if old, ok := prevMan[ch]; ok && v < step && old.Version == v && old.Cleared == !has {
 			if old.home() == step-1 && old.From == "" {
@@ -500,7 +514,7 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 	slices.SortStableFunc(stored, func(a, b chanValue) int { return cmp.Compare(len(a.data), len(b.data)) })
 	var out []chanValue
 	for _, v := range stored {
-		if !inlineName(v.ch) || itemSizeWith(manSize-blobLocSize, valsSize+v.valsEntrySize()) > maxStepItem {
+		if !inlineName(v.ch) || len(v.data) > maxInlineStepValue || itemSizeWith(manSize-blobLocSize, valsSize+v.valsEntrySize()) > maxStepItem {
 			out = append(out, v)
 			continue
 		}
@@ -543,11 +557,19 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 	}
 	var groups []group
 	for _, values := range held {
-		g := group{values: values, save: readUnits(man[values[0].ch].Size)}
+		g := group{save: readUnits(man[values[0].ch].Size)}
 		for _, v := range values {
-			g.bytes += v.valsEntrySize() + movedLocSize
+			// A value that costs more to store again than to read
+			// where it is stays there: a load that needs only the
+			// others then does not read that item.
+			if n := v.valsEntrySize() + movedLocSize; writeCostInReads*(writeUnits(n)-1) <= g.save {
+				g.values = append(g.values, v)
+				g.bytes += n
+			}
 		}
-		groups = append(groups, g)
+		if len(g.values) > 0 {
+			groups = append(groups, g)
+		}
 	}
 	slices.SortFunc(groups, func(a, b group) int {
 		return cmp.Or(cmp.Compare(b.save*a.bytes, a.save*b.bytes), cmp.Compare(a.values[0].ch, b.values[0].ch))
@@ -678,7 +700,7 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 		case len(out.Items) > 0:
 			item = out.Items[0]
 		case ok:
-			return cached.cp, nil
+			return s.ensure(ctx, runID, cached.cp, nil)
 		default:
 			return nil, fmt.Errorf("dynamo: run %q: %w", runID, pregel.ErrNotFound)
 		}
@@ -686,7 +708,7 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, pregel.ErrNotFound)
 	default:
 		if e, ok := s.steps.get(stepKey{runID, step}); ok && e.cp != nil {
-			return e.cp, nil
+			return s.ensure(ctx, runID, e.cp, nil)
 		}
 		out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
@@ -704,9 +726,15 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 	return s.checkpointOf(ctx, runID, item)
 }
 
-// checkpointOf returns the checkpoint of a step item, from the cache if it
-// has it, and caches it.
+// checkpointOf returns the whole checkpoint of a step item, from the cache
+// if it has it, and caches it.
 func (s *Store) checkpointOf(ctx context.Context, runID string, item map[string]types.AttributeValue) (*pregel.Checkpoint, error) {
+	return s.checkpointReading(ctx, runID, item, nil)
+}
+
+// checkpointReading is checkpointOf reading, of the values the item does
+// not hold, only those of the channels reads returns (reading.go).
+func (s *Store) checkpointReading(ctx context.Context, runID string, item map[string]types.AttributeValue, reads Reads) (*pregel.Checkpoint, error) {
 	sk, _ := getS(item, attrSK)
 	step, ok := parseStepSK(sk)
 	if !ok {
@@ -714,7 +742,7 @@ func (s *Store) checkpointOf(ctx context.Context, runID string, item map[string]
 	}
 	commit, _ := getS(item, attrCommit)
 	if e, ok := s.steps.get(stepKey{runID, step}); ok && e.cp != nil && e.commit == commit {
-		return e.cp, nil
+		return s.ensure(ctx, runID, e.cp, reads)
 	}
 	docs, err := s.decodeDocs(ctx, runID, []map[string]types.AttributeValue{item})
 	if err != nil {
@@ -722,25 +750,26 @@ func (s *Store) checkpointOf(ctx context.Context, runID string, item map[string]
 	}
 	d := &docs[0]
 	cp := d.checkpoint(runID)
-	if err := s.loadValues(ctx, runID, d, cp); err != nil {
+	if err := s.loadValues(ctx, runID, d, cp, wanted(cp, reads)); err != nil {
 		return nil, err
 	}
-	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp})
-	return cp, nil
+	full, err := pregel.UnpackSegments(cp)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, err)
+	}
+	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp, full: full})
+	return full, nil
 }
 
 // loadValues fills the values of a checkpoint: from its item, from cached
 // checkpoints, and from one BatchGetItem of the earlier step items and
-// blob chunks that hold the others.
-func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pregel.Checkpoint) error {
-	fail := func(err error) error {
-		return fmt.Errorf("dynamo: load run %q step %d: %w", runID, d.step, err)
-	}
-	pk := runPK(runID)
+// blob chunks that hold the others. With want set, a value neither the
+// item nor the cache holds is read only if its channel is in want; the
+// others are noted in cp.Unloaded.
+func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pregel.Checkpoint, want map[string]bool) error {
 	vals := getM(d.item, attrVals)
 	cp.Values = make(map[string]json.RawMessage, len(d.man))
-	f := s.newFetcher()
-	var missing []string
+	var other []string
 	for ch, loc := range d.man {
 		switch {
 		case loc.Cleared:
@@ -749,22 +778,49 @@ func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pr
 		case loc.Blob == nil && loc.home() == d.step && loc.From == "":
 			v, ok := vals[ch].(*types.AttributeValueMemberB)
 			if !ok {
-				return fail(fmt.Errorf("the value of channel %q is missing", ch))
+				return fmt.Errorf("dynamo: load run %q step %d: the value of channel %q is missing", runID, d.step, ch)
 			}
 			cp.Values[ch] = v.Value
-		default:
+		case want != nil && !want[ch]:
 			if v, ok := s.cachedValue(runID, d.step, ch, loc); ok {
 				cp.Values[ch] = v
 				continue
 			}
-			if loc.Blob != nil {
-				f.addBlob(loc.partition(pk), *loc.Blob)
-			} else {
-				ipk, isk := loc.where(pk)
-				f.addValue(ipk, isk, ch)
+			if cp.Unloaded == nil {
+				cp.Unloaded = map[string]bool{}
 			}
-			missing = append(missing, ch)
+			cp.Unloaded[ch] = true
+		default:
+			other = append(other, ch)
 		}
+	}
+	return s.fetchValues(ctx, runID, d.step, d.man, cp.Values, other)
+}
+
+// fetchValues reads the values of channels chs of step's checkpoint, none
+// of which its own item holds, into values: from cached checkpoints, and
+// from one BatchGetItem of the earlier step items and blob chunks that
+// hold the others.
+func (s *Store) fetchValues(ctx context.Context, runID string, step int, man manifest, values map[string]json.RawMessage, chs []string) error {
+	fail := func(err error) error {
+		return fmt.Errorf("dynamo: load run %q step %d: %w", runID, step, err)
+	}
+	pk := runPK(runID)
+	f := s.newFetcher()
+	var missing []string
+	for _, ch := range chs {
+		loc := man[ch]
+		if v, ok := s.cachedValue(runID, step, ch, loc); ok {
+			values[ch] = v
+			continue
+		}
+		if loc.Blob != nil {
+			f.addBlob(loc.partition(pk), *loc.Blob)
+		} else {
+			ipk, isk := loc.where(pk)
+			f.addValue(ipk, isk, ch)
+		}
+		missing = append(missing, ch)
 	}
 	if len(missing) == 0 {
 		return nil
@@ -774,13 +830,13 @@ func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pr
 	}
 	blobs := map[string][]byte{}
 	for _, ch := range missing {
-		loc := d.man[ch]
+		loc := man[ch]
 		if loc.Blob == nil {
 			v, ok := getM(f.item(loc.where(pk)), attrVals)[ch].(*types.AttributeValueMemberB)
 			if !ok {
 				return fail(fmt.Errorf("the value of channel %q stored at step %d is missing", ch, loc.home()))
 			}
-			cp.Values[ch] = v.Value
+			values[ch] = v.Value
 			continue
 		}
 		b, ok := blobs[loc.Blob.ID]
@@ -794,7 +850,7 @@ func (s *Store) loadValues(ctx context.Context, runID string, d *stepDoc, cp *pr
 		if loc.Off < 0 || loc.Off+loc.Len > len(b) {
 			return fail(fmt.Errorf("channel %q: slice [%d, %d) outside blob %s of %d bytes", ch, loc.Off, loc.Off+loc.Len, loc.Blob.ID, len(b)))
 		}
-		cp.Values[ch] = json.RawMessage(b[loc.Off : loc.Off+loc.Len : loc.Off+loc.Len])
+		values[ch] = json.RawMessage(b[loc.Off : loc.Off+loc.Len : loc.Off+loc.Len])
 	}
 	return nil
 }
@@ -975,14 +1031,7 @@ func (s *Store) dropTasks(ctx context.Context, runID string, step int) {
 	if !ok || len(note) == 0 {
 		return
 	}
-	pk := runPK(runID)
-	keys := make([]map[string]types.AttributeValue, 0, len(note))
-	for id, ref := range note {
-		keys = append(keys, key(pk, taskSK(step, id)))
-		if ref != nil {
-			keys = append(keys, ref.chunkKeys(pk)...)
-		}
-	}
+	keys := noteKeys(runPK(runID), step, note)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = s.batchWrite(ctx, nil, keys)

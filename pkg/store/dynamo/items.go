@@ -89,6 +89,11 @@ const (
 	// size is checked against.
 	maxStepItem = 380_000
 	maxItemSize = 400 << 10
+	// maxInlineStepValue is the largest value stored in a step item;
+	// larger ones go to blobs, so that loading a step whose tasks do not
+	// read them (LoadRunReading), or the next step's manifest, does not
+	// read them.
+	maxInlineStepValue = 64 << 10
 	// maxInlineName is the longest channel name stored as a key of the
 	// vals map; the values of longer (or empty) names go to blobs.
 	maxInlineName = 255

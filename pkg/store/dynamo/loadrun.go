@@ -27,6 +27,12 @@ import (
 // read them and the newest step with a Query each, deleting results left
 // over from committed steps.
 func (s *Store) LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
+	return s.loadRun(ctx, runID, nil)
+}
+
+// loadRun is LoadRun reading the values reads asks for (nil: all; see
+// LoadRunReading).
+func (s *Store) loadRun(ctx context.Context, runID string, reads Reads) (runs.Run, *pregel.Checkpoint, []pregel.TaskResult, error) {
 	if err := ctx.Err(); err != nil {
 		return runs.Run{}, nil, nil, err
 	}
@@ -59,19 +65,20 @@ func (s *Store) LoadRun(ctx context.Context, runID string) (runs.Run, *pregel.Ch
 	run := rs[0]
 	if len(out.Items) == 1 {
 		if isCached {
-			return run, cached.cp, nil, nil
+			cp, err := s.ensure(ctx, runID, cached.cp, reads)
+			return run, cp, nil, err
 		}
 		return run, nil, nil, nil
 	}
 	next := out.Items[1]
 	if sk, _ := getS(next, attrSK); !isTaskSK(sk) {
-		cp, err := s.checkpointOf(ctx, runID, next)
+		cp, err := s.checkpointReading(ctx, runID, next, reads)
 		if err != nil {
 			return runs.Run{}, nil, nil, err
 		}
 		return run, cp, nil, nil
 	}
-	cp, pending, err := s.loadWithTasks(ctx, runID)
+	cp, pending, err := s.loadWithTasks(ctx, runID, reads)
 	if err != nil {
 		return runs.Run{}, nil, nil, err
 	}
@@ -93,7 +100,7 @@ func isTaskSK(sk string) bool {
 // after the newest are pending; those of committed steps are left overs,
 // deleted. A Store that has a step of the run cached reads only the steps
 // after it.
-func (s *Store) loadWithTasks(ctx context.Context, runID string) (*pregel.Checkpoint, []pregel.TaskResult, error) {
+func (s *Store) loadWithTasks(ctx context.Context, runID string, reads Reads) (*pregel.Checkpoint, []pregel.TaskResult, error) {
 	low := skStep
 	cached, known, isCached := s.newestCached(runID)
 	if isCached {
@@ -107,12 +114,15 @@ func (s *Store) loadWithTasks(ctx context.Context, runID string) (*pregel.Checkp
 	open := 1
 	switch {
 	case newest != nil:
-		if cp, err = s.checkpointOf(ctx, runID, newest); err != nil {
+		if cp, err = s.checkpointReading(ctx, runID, newest, reads); err != nil {
 			return nil, nil, err
 		}
 		open = cp.Step + 1
 	case isCached:
-		cp, open = cached.cp, known+1
+		if cp, err = s.ensure(ctx, runID, cached.cp, reads); err != nil {
+			return nil, nil, err
+		}
+		open = known + 1
 	}
 	var pending []pregel.TaskResult
 	for _, step := range slices.Sorted(maps.Keys(byStep)) {

@@ -56,7 +56,8 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 	run := rs[0]
 	if len(out.Items) == 1 {
 		if isCached {
-			return run, cached.cp, nil, false, nil
+			cp, err := s.ensure(ctx, runID, cached.cp, nil)
+			return run, cp, nil, false, err
 		}
 		return run, nil, nil, false, nil
 	}

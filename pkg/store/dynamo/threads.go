@@ -332,6 +332,8 @@ func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 	if cp.Step != 0 {
 		return fail(fmt.Errorf("a run continues another from its step 0, not %d", cp.Step))
 	}
+	full := cp
+	cp = pregel.PackSegments(cp)
 	if err := checkVersions(cp); err != nil {
 		return err
 	}
@@ -399,6 +401,6 @@ func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 			return fail(fmt.Errorf("another commit came first: %w", pregel.ErrStepConflict))
 		}
 	}
-	s.remember(cp.RunID, 0, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp})
+	s.remember(cp.RunID, 0, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
 	return nil
 }

@@ -91,8 +91,11 @@ type stepMeta struct {
 // the values of the channels of cp.Changed, if the run's latest step is
 // cp.Step-1 (or, for step 0, if the run has no step): one statement, so one
 // transaction, that usually writes one page. Step 0 first numbers the run.
+//
+// A channel stored in segments (see [pregel.PackSegments]) has its
+// segments as channels of their own: the step writes only those it changed.
 func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
-	if err := s.commit(ctx, cp); err != nil {
+	if err := s.commit(ctx, pregel.PackSegments(cp)); err != nil {
 		return fmt.Errorf("sqlite: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
 	}
 	return nil
@@ -303,6 +306,9 @@ func (s *Store) pendingTasks(ctx context.Context, runID string, step int) ([]pre
 // that wrote the channels' values.
 func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Checkpoint, error) {
 	cp, err := s.load(ctx, runID, step)
+	if err == nil {
+		cp, err = pregel.UnpackSegments(cp)
+	}
 	if err != nil {
 		what := "latest step"
 		if step != pregel.Latest {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/pregel/checkpointtest"
+	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
 )
 
@@ -468,4 +469,8 @@ func TestCommitWaitsForWriteLock(t *testing.T) {
 	if got.Step != 1 || string(got.Values["a"]) != "2" {
 		t.Errorf("latest step %d with a = %s, want step 1 with a = 2", got.Step, got.Values["a"])
 	}
+}
+
+func (a *alternate) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs.StepRef) error {
+	return a.next().(*sqlite.Store).CommitFrom(ctx, cp, base)
 }

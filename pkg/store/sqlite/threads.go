@@ -257,7 +257,7 @@ func (s *Store) ListThreads(ctx context.Context, f runs.ThreadFilter) (runs.Thre
 // input wrote, one row of origins, and nothing else, and loading any of its
 // steps reads at most one more set of rows.
 func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs.StepRef) error {
-	if err := s.commitFrom(ctx, cp, base); err != nil {
+	if err := s.commitFrom(ctx, pregel.PackSegments(cp), base); err != nil {
 		return fmt.Errorf("sqlite: commit step %d of run %q from step %d of run %q: %w", cp.Step, cp.RunID, base.Step, base.RunID, err)
 	}
 	return nil
