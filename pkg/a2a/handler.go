@@ -460,13 +460,31 @@ func (h *handler) startOnThread(ctx context.Context, p plan, req runs.CreateRequ
 	case err != nil:
 		return runs.Run{}, "", h.s.internal(ctx, "get thread", p.id, err)
 	}
+	strategy := h.s.strategy
+	if strategy == StrategyParallel {
+		strategy = runs.StrategyReject // then, if busy, a task of its own
+	}
 	r, _, err = h.s.svc.CreateOnThread(ctx, p.contextID, runs.ThreadRunRequest{
-		Graph: h.a.graph.Name(), RunID: p.id, Input: p.input, Strategy: h.s.strategy, Message: req.Message,
+		Graph: h.a.graph.Name(), RunID: p.id, Input: p.input, Strategy: strategy, Message: req.Message,
 	})
 	var busy *runs.BusyError
 	switch {
 	case errors.As(err, &busy):
-		return runs.Run{}, "", h.busy(ctx, busy)
+		state := h.activeState(ctx, busy)
+		if h.s.strategy != StrategyParallel || state == core.TaskStateInputRequired || state == core.TaskStateAuthRequired {
+			return runs.Run{}, "", h.busy(busy, state)
+		}
+		// Spec 1.0 §3.4.1 (and 0.3 "Life of a Task"): several tasks may
+		// run at once in one context. This one starts beside the
+		// working task, off the thread, from the message alone.
+		r, _, err = h.s.svc.Create(ctx, h.a.graph.Name(), req)
+		switch {
+		case errors.Is(err, runs.ErrInvalid):
+			return runs.Run{}, publicMessage(err), nil
+		case err != nil:
+			return runs.Run{}, "", h.s.internal(ctx, "create run beside the thread", p.id, err)
+		}
+		return r, "", nil
 	case errors.Is(err, runs.ErrInvalid):
 		return runs.Run{}, publicMessage(err), nil
 	case err != nil:
@@ -475,22 +493,33 @@ func (h *handler) startOnThread(ctx context.Context, p plan, req runs.CreateRequ
 	return r, "", nil
 }
 
-// busy is the error of a message refused because its context's thread
-// has an active task (strategy reject): it names the task and what to do.
-func (h *handler) busy(ctx context.Context, b *runs.BusyError) error {
+// activeState is the state of the task that holds a busy thread
+// (working if it cannot be read).
+func (h *handler) activeState(ctx context.Context, b *runs.BusyError) core.TaskState {
 	state := core.TaskStateWorking
 	if r, err := h.s.svc.Get(ctx, b.ActiveRun); err == nil {
 		state, _ = status(r)
 	}
+	return state
+}
+
+// busy is the error of a message refused because its context's thread
+// has an active task (strategy reject, or parallel beside a task that
+// waits for input): it names the task and what to do.
+func (h *handler) busy(b *runs.BusyError, state core.TaskState) error {
 	what := "wait until it finishes (GetTask, SubscribeToTask) or cancel it (CancelTask)"
 	switch state {
 	case core.TaskStateInputRequired, core.TaskStateAuthRequired:
 		what = "answer it (a message with its taskId) or cancel it (CancelTask)"
 	}
+	why := "this agent takes one task per context at a time"
+	if h.s.strategy == StrategyParallel {
+		why = "its conversation waits for that answer"
+	}
 	return core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf(
-		"context %q already has an active task, %q (%s): this agent takes one task per context at a time; %s, then send this message again",
-		b.Thread, b.ActiveRun, stateName(state), what,
-	)).WithDetails(map[string]any{"contextId": b.Thread, "activeTaskId": b.ActiveRun, "activeTaskState": stateName(state), "strategy": string(runs.StrategyReject)})
+		"context %q already has an active task, %q (%s): %s; %s, then send this message again",
+		b.Thread, b.ActiveRun, stateName(state), why, what,
+	)).WithDetails(map[string]any{"contextId": b.Thread, "activeTaskId": b.ActiveRun, "activeTaskState": stateName(state), "strategy": string(h.s.strategy)})
 }
 
 // record is the message of a plan as the run keeps it for the task's
@@ -514,9 +543,13 @@ func (h *handler) record(ctx context.Context, p plan) json.RawMessage {
 }
 
 // GetExtendedAgentCard implements a2asrv.RequestHandler: there is no
-// extended card.
+// extended card, and the card does not declare one, so spec 1.0 §3.3.4
+// says UnsupportedOperationError ("If AgentCard.capabilities.extendedAgentCard
+// is false or not present, attempts to call the Get Extended Agent Card
+// operation MUST return UnsupportedOperationError"). The 0.3 method has
+// its own code (serveRPC).
 func (h *handler) GetExtendedAgentCard(context.Context, *core.GetExtendedAgentCardRequest) (*core.AgentCard, error) {
-	return nil, core.ErrExtendedCardNotConfigured
+	return nil, core.NewError(core.ErrUnsupportedOperation, "this agent has no extended agent card (its card does not declare capabilities.extendedAgentCard); read the public card at .well-known/agent-card.json")
 }
 
 // publicMessage is the message of a runs error meant for callers, without

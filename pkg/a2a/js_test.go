@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
@@ -276,7 +277,7 @@ func TestRemoteAgentJS(t *testing.T) {
 // task's context, starts a task that sees the first one's state.
 func TestJSThreadConversation(t *testing.T) {
 	dir := nodeProject(t)
-	e := threadEnv(t, true)
+	e := threadEnv(t, true, a2a.WithThreadStrategy(runs.StrategyReject)) // the busy step wants a refusal
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "threads.mjs", e.url)

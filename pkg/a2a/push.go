@@ -2,7 +2,6 @@ package a2a
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,7 +173,11 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	c := *cfg
 	c.TaskID = core.TaskID(taskID)
 	if c.ID == "" {
-		c.ID = rand.Text()
+		// The spec gives a config an id "to support multiple notification
+		// callbacks" (0.3 PushNotificationConfig.id); without one it is
+		// the task's default config, which get finds without an id and a
+		// later id-less config replaces.
+		c.ID = DefaultPushConfigID
 	}
 	if len(c.ID) > maxPushID || !utf8.ValidString(c.ID) {
 		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's id must be UTF-8 of at most %d bytes", maxPushID))
@@ -202,6 +205,10 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	}
 	return redacted(&c), nil
 }
+
+// DefaultPushConfigID is the id of a push config given without one: the
+// task's default config, the one a get without a config id returns.
+const DefaultPushConfigID = "default"
 
 // ResumePush starts the delivery loops of the tasks with push configs in
 // the store, when the store lists them (runs.MemoryPushStore, SQLite):
@@ -479,9 +486,13 @@ func (h *handler) GetTaskPushConfig(ctx context.Context, req *core.GetTaskPushCo
 	if err != nil {
 		return nil, err
 	}
-	rec, err := h.s.push.configs.GetPushConfig(ctx, r.ID, req.ID)
+	id := req.ID
+	if id == "" {
+		id = DefaultPushConfigID
+	}
+	rec, err := h.s.push.configs.GetPushConfig(ctx, r.ID, id)
 	if errors.Is(err, runs.ErrNotFound) {
-		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q has no push config %q", r.ID, req.ID))
+		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q has no push config %q", r.ID, id))
 	}
 	if err != nil {
 		return nil, h.s.internal(ctx, "get push config", r.ID, err)

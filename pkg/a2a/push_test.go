@@ -183,6 +183,13 @@ func TestPushConfig03(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"url":"https://hooks.example.com/a2a"`},
 		{`{"jsonrpc":"2.0","id":3,"method":"tasks/pushNotificationConfig/list","params":{"id":"` + id + `"}}`, `"h1"`},
 		{`{"jsonrpc":"2.0","id":4,"method":"tasks/pushNotificationConfig/delete","params":{"id":"` + id + `","pushNotificationConfigId":"h1"}}`, `"result":null`},
+		// The result of list is an array (0.3 schema: TaskPushNotificationConfig[]), empty too.
+		{`{"jsonrpc":"2.0","id":5,"method":"tasks/pushNotificationConfig/list","params":{"id":"` + id + `"}}`, `"result":[]`},
+		// A config set without an id is the task's default one: get
+		// without pushNotificationConfigId, or with "default", finds it.
+		{`{"jsonrpc":"2.0","id":6,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"url":"https://hooks.example.com/b"}}}`, `"id":"default"`},
+		{`{"jsonrpc":"2.0","id":7,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `"}}`, `"url":"https://hooks.example.com/b"`},
+		{`{"jsonrpc":"2.0","id":8,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"default"}}`, `"url":"https://hooks.example.com/b"`},
 	} {
 		resp := rpc(t, url, tc.body)
 		if resp.body.Error != nil || !strings.Contains(resp.raw, tc.want) {

@@ -127,7 +127,10 @@ func TestMalformedRequests(t *testing.T) {
 		{"list page size 0", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":0}}`, -32602},
 		{"list bad token", `{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageToken":"!!"}}`, -32602},
 		{"push get", `{"jsonrpc":"2.0","id":1,"method":"GetTaskPushNotificationConfig","params":{"taskId":"x","id":"y"}}`, -32003},
-		{"extended card", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`, -32007},
+		// Spec 1.0 §3.3.4: capabilities.extendedAgentCard absent, so
+		// UnsupportedOperationError; 0.3 has its own code for it.
+		{"extended card", `{"jsonrpc":"2.0","id":1,"method":"GetExtendedAgentCard"}`, -32004},
+		{"0.3 extended card", `{"jsonrpc":"2.0","id":1,"method":"agent/getAuthenticatedExtendedCard"}`, -32007},
 		{"oversized", send(`{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"` + strings.Repeat("x", 5000) + `"}]}}`), -32600},
 	}
 	for _, tc := range cases {

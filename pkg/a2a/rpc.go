@@ -29,7 +29,8 @@ const (
 	codeInternal       = -32603
 	codeUnsupported    = -32004
 
-	codeVersionNotSupported = -32009
+	codeVersionNotSupported       = -32009
+	codeExtendedCardNotConfigured = -32007
 )
 
 // supportedVersion reports whether an A2A-Version header names a version
@@ -52,7 +53,10 @@ type method struct {
 	// omitempty), which JSON-RPC 2.0 §5 forbids: "result: This member is
 	// REQUIRED on success". idWriter adds "result": null.
 	noResult bool
-	check    func(json.RawMessage) error
+	// list: the result is an array, and the 0.3 binding writes an empty
+	// one as null (a nil slice); idWriter writes [].
+	list  bool
+	check func(json.RawMessage) error
 }
 
 func decodeAs[T any](raw json.RawMessage) error {
@@ -111,7 +115,7 @@ func lookupMethod(name string) (method, bool) {
 	case "tasks/pushNotificationConfig/set":
 		return method{legacy: true, check: decodeAs[legacy.TaskPushConfig]}, true
 	case "tasks/pushNotificationConfig/list":
-		return method{legacy: true, check: decodeAs[legacy.ListTaskPushConfigParams]}, true
+		return method{legacy: true, list: true, check: decodeAs[legacy.ListTaskPushConfigParams]}, true
 	case "tasks/pushNotificationConfig/delete":
 		return method{legacy: true, noResult: true, check: decodeAs[legacy.DeleteTaskPushConfigParams]}, true
 	case "agent/getAuthenticatedExtendedCard":
@@ -188,6 +192,13 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, id, rpcErr.code, rpcErr.msg)
 		return
 	}
+	if name == "agent/getAuthenticatedExtendedCard" && !notification {
+		// 0.3 schema: AuthenticatedExtendedCardNotConfiguredError (-32007)
+		// when the agent has none (1.0 answers UnsupportedOperationError:
+		// handler.GetExtendedAgentCard).
+		writeRPCError(w, id, codeExtendedCardNotConfigured, "this agent has no authenticated extended card (its card does not declare supportsAuthenticatedExtendedCard); read the public card at .well-known/agent-card.json")
+		return
+	}
 	if notification && (name == "SendMessage" || name == "message/send") {
 		// Nobody waits for the answer: do not hold the connection.
 		params = nonBlocking(params, m.legacy)
@@ -205,7 +216,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 	r2 := r.Clone(r.Context())
 	r2.Body = io.NopCloser(bytes.NewReader(fwd))
 	r2.ContentLength = int64(len(fwd))
-	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id), noResult: m.noResult}
+	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id), noResult: m.noResult, list: m.list}
 	if notification {
 		// Executed, but nothing is sent back (JSON-RPC 2.0: the server
 		// must not reply to a notification). Streaming methods cannot
@@ -290,13 +301,17 @@ type idWriter struct {
 	placeholder []byte
 	id          []byte
 	noResult    bool // add "result": null to a response without result or error
+	list        bool // write a null or absent result as []
 }
 
 func (w *idWriter) Write(p []byte) (int, error) {
-	if w.noResult {
+	if w.noResult || w.list {
 		var m map[string]json.RawMessage
-		if json.Unmarshal(p, &m) == nil && m["result"] == nil && m["error"] == nil {
+		if json.Unmarshal(p, &m) == nil && m["error"] == nil && (m["result"] == nil || w.list && string(m["result"]) == "null") {
 			m["result"] = json.RawMessage("null")
+			if w.list {
+				m["result"] = json.RawMessage("[]")
+			}
 			if b, err := json.Marshal(m); err == nil {
 				if _, err := w.ResponseWriter.Write(bytes.ReplaceAll(b, w.placeholder, w.id)); err != nil {
 					return 0, err

@@ -149,14 +149,36 @@ func WithTextChannel(graph, channel string) Option {
 // a context id only groups tasks, each starting from empty state.
 func WithThreads(on bool) Option { return func(s *Server) { s.threadsOff = !on } }
 
+// StrategyParallel, the default strategy of WithThreadStrategy, starts a
+// message whose context's thread has a working task as a task of its own
+// beside it: in the same context (listed with it) but on no thread, from
+// the message alone, as with WithThreads(false). The thread goes on from
+// the task that holds it. A message beside a task that waits for input
+// (input-required, auth-required) is refused as with runs.StrategyReject:
+// that task's conversation expects its answer.
+const StrategyParallel runs.Strategy = "parallel"
+
+// ParseStrategy returns the strategy named s (see WithThreadStrategy):
+// StrategyParallel or one of runs.Strategy's; empty means StrategyParallel.
+func ParseStrategy(s string) (runs.Strategy, error) {
+	switch st := runs.Strategy(s); st {
+	case "", StrategyParallel:
+		return StrategyParallel, nil
+	case runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback:
+		return st, nil
+	}
+	return "", fmt.Errorf("strategy %q is not one of reject, enqueue, interrupt, rollback, parallel: %w", s, runs.ErrInvalid)
+}
+
 // WithThreadStrategy sets what a message does when its context's thread
 // has an active task (a run pending, running, input-required or drained):
-// runs.StrategyReject (the default) refuses it with an
-// UnsupportedOperationError (-32004) naming the active task;
-// runs.StrategyEnqueue queues it; runs.StrategyInterrupt drains the active
-// task at its next superstep boundary and then starts; runs.StrategyRollback
-// cancels the active task, discards its steps and then starts. New
-// returns an error on any other value.
+// StrategyParallel (the default) starts it beside a working task;
+// runs.StrategyReject refuses it with an UnsupportedOperationError
+// (-32004) naming the active task; runs.StrategyEnqueue queues it;
+// runs.StrategyInterrupt drains the active task at its next superstep
+// boundary and then starts; runs.StrategyRollback cancels the active task,
+// discards its steps and then starts. New returns an error on any other
+// value (check a strategy that comes from users with ParseStrategy first).
 func WithThreadStrategy(st runs.Strategy) Option { return func(s *Server) { s.strategy = st } }
 
 // WithBearerAuth declares in the agent cards that requests need an HTTP
@@ -245,7 +267,7 @@ func New(svc *runs.Service, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	st, err := runs.ParseStrategy(string(s.strategy))
+	st, err := ParseStrategy(string(s.strategy))
 	if err != nil {
 		return nil, fmt.Errorf("a2a: WithThreadStrategy: %w", err)
 	}

@@ -204,6 +204,7 @@ func TestThreadStrategies(t *testing.T) {
 		first core.TaskState
 		reply string
 	}{
+		{a2a.StrategyParallel, core.TaskStateCompleted, `you said "second"; before that: nothing`},
 		{runs.StrategyReject, core.TaskStateCompleted, ""},
 		{runs.StrategyEnqueue, core.TaskStateCompleted, `you said "second"; before that: "wait"`},
 		{runs.StrategyInterrupt, core.TaskStateUnspecified, `you said "second"; before that: "wait"`},
@@ -212,8 +213,8 @@ func TestThreadStrategies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.strategy), func(t *testing.T) {
 			var opts []a2a.Option
-			if tt.strategy != runs.StrategyReject {
-				opts = append(opts, a2a.WithThreadStrategy(tt.strategy)) // reject: the default
+			if tt.strategy != a2a.StrategyParallel {
+				opts = append(opts, a2a.WithThreadStrategy(tt.strategy)) // parallel: the default
 			}
 			e := threadEnv(t, true, opts...)
 			c := e.client(t, "memo", "1.0")
@@ -247,6 +248,24 @@ func TestThreadStrategies(t *testing.T) {
 			second := res.(*core.Task)
 			if got := lastReply(t, second); got != tt.reply {
 				t.Errorf("second reply %q, want %q", got, tt.reply)
+			}
+			if second.ContextID != ctxID {
+				t.Errorf("second task in context %q, want %q", second.ContextID, ctxID)
+			}
+			if tt.strategy == a2a.StrategyParallel {
+				// The second task ran beside the first, which goes on and
+				// alone continues the conversation.
+				if got := lastReply(t, waitState(t, c, first.ID, core.TaskStateCompleted)); got != `you said "wait"; before that: nothing` {
+					t.Errorf("first reply %q", got)
+				}
+				page, err := e.svc.List(ctx, runs.Filter{ContextID: ctxID})
+				if err != nil || len(page.Runs) != 2 {
+					t.Errorf("context %s lists %d tasks (%v), want both", ctxID, len(page.Runs), err)
+				}
+				next := send(t, c, inContext("third", ctxID), nil)
+				if got := lastReply(t, next); got != `you said "third"; before that: "wait"` {
+					t.Errorf("third reply %q: the thread goes on from the first task, not the parallel one", got)
+				}
 			}
 			old := getTask(t, c, first.ID)
 			if tt.first != core.TaskStateUnspecified && old.Status.State != tt.first {
@@ -364,8 +383,9 @@ func TestNewConfigErrors(t *testing.T) {
 		{"enqueue", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyEnqueue)}, ""},
 		{"interrupt", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyInterrupt)}, ""},
 		{"rollback", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyRollback)}, ""},
+		{"parallel", e.svc, []a2a.Option{a2a.WithThreadStrategy(a2a.StrategyParallel)}, ""},
 		{"unknown strategy", e.svc, []a2a.Option{a2a.WithThreadStrategy("later")},
-			`WithThreadStrategy: strategy "later" is not one of reject, enqueue, interrupt, rollback`},
+			`WithThreadStrategy: strategy "later" is not one of reject, enqueue, interrupt, rollback, parallel`},
 		{"strategy in capitals", e.svc, []a2a.Option{a2a.WithThreadStrategy("Enqueue")},
 			`strategy "Enqueue" is not one of reject, enqueue, interrupt, rollback`},
 		{"last strategy wins", e.svc, []a2a.Option{a2a.WithThreadStrategy(runs.StrategyEnqueue), a2a.WithThreadStrategy("later")},

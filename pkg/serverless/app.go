@@ -114,8 +114,8 @@ const (
 	EnvJWTIssuer   = "JWT_ISSUER"
 	EnvJWTAudience = "JWT_AUDIENCE"
 	// EnvThreadStrategy is what an A2A message does when its context's
-	// thread has an active task: reject (the default), enqueue,
-	// interrupt or rollback (optional; see a2a.WithThreadStrategy).
+	// thread has an active task: parallel (the default), reject,
+	// enqueue, interrupt or rollback (optional; see a2a.WithThreadStrategy).
 	EnvThreadStrategy = "A2A_THREAD_STRATEGY"
 	// EnvPushAllowPrivateNetworks, "true", lets A2A push notifications go
 	// to loopback, private and link-local addresses (optional, default
@@ -155,7 +155,7 @@ type Config struct {
 	JWTIssuer   string
 	JWTAudience []string
 	// ThreadStrategy is what an A2A message does when its context's
-	// thread has an active task (empty: reject); it applies where the
+	// thread has an active task (empty: parallel); it applies where the
 	// Service keeps threads (see a2a.WithThreadStrategy).
 	ThreadStrategy runs.Strategy
 	// ThreadRetention is how long an idle thread is kept after its last
@@ -269,8 +269,8 @@ func (c Config) validate() error {
 	if !strings.HasSuffix(c.TickQueueURL, ".fifo") {
 		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
 	}
-	if _, err := runs.ParseStrategy(string(c.ThreadStrategy)); err != nil {
-		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback (empty: reject)", EnvThreadStrategy, c.ThreadStrategy)
+	if _, err := a2a.ParseStrategy(string(c.ThreadStrategy)); err != nil {
+		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback, parallel (empty: parallel)", EnvThreadStrategy, c.ThreadStrategy)
 	}
 	return nil
 }

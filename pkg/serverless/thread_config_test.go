@@ -4,12 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
 )
 
 // A2A_THREAD_STRATEGY chooses what an A2A message does on a busy thread;
-// unset it is reject; an unknown strategy is named with the ones there
+// unset it is parallel (a2a's default); an unknown strategy is named with the ones there
 // are, by ConfigFromEnv and by New (which would otherwise build an A2A
 // server on it).
 func TestConfigThreadStrategy(t *testing.T) {
@@ -24,6 +25,7 @@ func TestConfigThreadStrategy(t *testing.T) {
 		err         bool
 	}{
 		{name: "unset", want: ""},
+		{name: "parallel", value: "parallel", want: a2a.StrategyParallel},
 		{name: "enqueue", value: "enqueue", want: runs.StrategyEnqueue},
 		{name: "rollback", value: " rollback ", want: runs.StrategyRollback},
 		{name: "unknown", value: "later", err: true},
@@ -36,7 +38,7 @@ func TestConfigThreadStrategy(t *testing.T) {
 			}
 			cfg, err := serverless.ConfigFromEnv(func(k string) string { return env[k] })
 			if tc.err {
-				want := serverless.EnvThreadStrategy + `="` + strings.TrimSpace(tc.value) + `" is not one of reject, enqueue, interrupt, rollback`
+				want := serverless.EnvThreadStrategy + `="` + strings.TrimSpace(tc.value) + `" is not one of reject, enqueue, interrupt, rollback, parallel`
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Fatalf("err = %v, want one saying %s", err, want)
 				}

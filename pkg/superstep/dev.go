@@ -61,8 +61,8 @@ next start.`,
   superstep dev --addr 127.0.0.1:0 --dir /tmp/superstep --token s3cret`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			if _, err := runs.ParseStrategy(f.strategy); err != nil {
-				return badInput(fmt.Errorf("--a2a-strategy %q: want reject, enqueue, interrupt or rollback", f.strategy))
+			if _, err := a2a.ParseStrategy(f.strategy); err != nil {
+				return badInput(fmt.Errorf("--a2a-strategy %q: want reject, enqueue, interrupt, rollback or parallel", f.strategy))
 			}
 			if af.enabled {
 				return runDevAWS(c.Context(), env, &f, &af)
@@ -78,7 +78,7 @@ next start.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.concurrency, "concurrency", runs.DefaultConcurrency, "most runs executing at once")
 	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
-	fl.StringVar(&f.strategy, "a2a-strategy", string(runs.StrategyReject), "what an A2A message does when its context's thread has an active task: reject, enqueue, interrupt or rollback")
+	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
 	af.register(c, env)
 	return c
 }

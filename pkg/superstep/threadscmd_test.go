@@ -307,7 +307,7 @@ func TestThreadsBadInput(t *testing.T) {
 	// dev refuses an unknown A2A strategy before it serves.
 	h2 := newHarness(t)
 	r := h2.run("dev", "--addr", "127.0.0.1:0", "--dir", t.TempDir(), "--a2a-strategy", "later").want(t, ExitUsage)
-	if !strings.Contains(r.stderr, `--a2a-strategy "later": want reject, enqueue, interrupt or rollback`) {
+	if !strings.Contains(r.stderr, `--a2a-strategy "later": want reject, enqueue, interrupt, rollback or parallel`) {
 		t.Errorf("dev --a2a-strategy later:\n%s", r.stderr)
 	}
 }
