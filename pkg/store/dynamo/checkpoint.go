@@ -628,6 +628,12 @@ func (s *Store) query(ctx context.Context, pk, prefix string, attrs []string, fn
 	if len(attrs) > 0 {
 		in.ProjectionExpression, in.ExpressionAttributeNames = projection(attrs)
 	}
+	return s.queryPages(ctx, in, fn)
+}
+
+// queryPages runs the Query in, a page at a time, calling fn with each
+// item in order; an error of fn stops it and is returned.
+func (s *Store) queryPages(ctx context.Context, in *dynamodb.QueryInput, fn func(map[string]types.AttributeValue) error) error {
 	p := dynamodb.NewQueryPaginator(s.client, in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)

@@ -297,19 +297,7 @@ func (s *Store) queryRange(ctx context.Context, pk, lo, hi, proj string, names m
 	if proj != "" {
 		in.ProjectionExpression, in.ExpressionAttributeNames = aws.String(proj), names
 	}
-	p := dynamodb.NewQueryPaginator(s.client, in)
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("Query: %w", err)
-		}
-		for _, it := range out.Items {
-			if err := fn(it); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return s.queryPages(ctx, in, fn)
 }
 
 // eventPageItems is how many batch items a read of events asks for per
