@@ -4,19 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/internal/nodetest"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -25,60 +20,9 @@ import (
 // (client.mjs) and server (agent.mjs).
 const jsDir = "testdata/js"
 
-// npmOnce installs the Node project once per test binary.
-var npmOnce struct {
-	sync.Once
-	err error
-}
-
 // nodeProject returns the Node project's directory, installed with npm ci
-// unless node_modules already matches package-lock.json. Without node and
-// npm the test fails under CI=true and is skipped (loudly) otherwise.
-func nodeProject(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed; the A2A interop tests need Node.js 20+ and npm", tool)
-			}
-			t.Skipf("SKIPPED: %s is not installed; install Node.js 20+ and npm to run the @a2a-js/sdk interop tests (they fail when CI=true)", tool)
-		}
-	}
-	dir, err := filepath.Abs(jsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	npmOnce.Do(func() { npmOnce.err = npmInstall(dir) })
-	if npmOnce.err != nil {
-		t.Fatalf("install the Node project in %s: %v", dir, npmOnce.err)
-	}
-	return dir
-}
-
-// npmInstall runs npm ci when node_modules was not installed from the
-// current package-lock.json (a stamp records the lock file's digest).
-func npmInstall(dir string) error {
-	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(lock)
-	digest := hex.EncodeToString(sum[:])
-	stamp := filepath.Join(dir, "node_modules", ".superstep-lock-sha256")
-	if got, err := os.ReadFile(stamp); err == nil && string(got) == digest {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--prefer-offline")
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("npm ci: %w\n%s", err, out.Bytes())
-	}
-	return os.WriteFile(stamp, []byte(digest), 0o644)
-}
+// unless node_modules already matches package-lock.json (internal/nodetest).
+func nodeProject(t *testing.T) string { return nodetest.Project(t, jsDir) }
 
 // jsEvent is one event of a stream, as client.mjs reports it.
 type jsEvent struct {
