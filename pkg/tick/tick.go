@@ -200,6 +200,20 @@ func (h *Handler) stepReads(cp *pregel.Checkpoint) ([]string, bool) {
 	return g.StepReads(cp)
 }
 
+// leaseWindow returns the time now (Handler.Now, or the clock) and how
+// long a lease taken now lasts (Handler.Lease, 15 minutes by default).
+func (h *Handler) leaseWindow() (time.Time, time.Duration) {
+	now := time.Now()
+	if h.Now != nil {
+		now = h.Now()
+	}
+	ttl := h.Lease
+	if ttl <= 0 {
+		ttl = 15 * time.Minute
+	}
+	return now, ttl
+}
+
 // claim leases a task to this handler call; owner identifies the call.
 // answers, the number of resume values the task runs with, keeps the lease
 // of an earlier, interrupted execution from blocking the resumed one.
@@ -211,14 +225,7 @@ func (h *Handler) claim(ctx context.Context, t pregel.Task, answers int, owner s
 	if h.Claims == nil {
 		return true, nil
 	}
-	now := time.Now()
-	if h.Now != nil {
-		now = h.Now()
-	}
-	ttl := h.Lease
-	if ttl <= 0 {
-		ttl = 15 * time.Minute
-	}
+	now, ttl := h.leaseWindow()
 	ok, tookOver, err := h.Claims.Claim(ctx, t.RunID, t.Step, t.ID+"."+strconv.Itoa(answers), owner, now, now.Add(ttl))
 	if err != nil || !ok || tookOver == "" {
 		return ok, err
@@ -907,14 +914,7 @@ func (h *Handler) leasedElsewhere(ctx context.Context, t pregel.Task) (bool, err
 	if h.Claims == nil {
 		return false, nil
 	}
-	now := time.Now()
-	if h.Now != nil {
-		now = h.Now()
-	}
-	ttl := h.Lease
-	if ttl <= 0 {
-		ttl = 15 * time.Minute
-	}
+	now, ttl := h.leaseWindow()
 	ok, _, err := h.Claims.Claim(ctx, t.RunID, t.Step, t.ID+".0", pregel.NewRunID(), now, now.Add(ttl))
 	return !ok, err
 }
