@@ -423,6 +423,14 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 				return nil
 			}
 		}
+		// This tick commits in place of the last node handler: as there
+		// (commitIfSettled), the commit and the next step's tasks it
+		// sends are a superstep span of the next step, linked to this one.
+		if h.Tracer != nil {
+			var end func(error)
+			ctx, end = h.Tracer.StartTick(ctx, run, step+1)
+			defer func() { end(err) }()
+		}
 	}
 	return h.commit(ctx, g, cp, tasks, settled, false, ch, &run)
 }
