@@ -261,8 +261,8 @@ func testThreadStrategy(t *testing.T, st runs.Strategy, n int, hostile bool) {
 		// thread on, and after it did but before the next run's tick
 		// was sent (once for each run). The messages' next deliveries
 		// finish the hand-off.
-		s.app.Ticks.Threads = &crashingThreads{Threads: s.app.Ticks.Threads, seen: map[string]bool{}}
-		s.app.Service.Dispatcher = &crashingDispatcher{Dispatcher: s.app.Service.Dispatcher, seen: map[string]bool{}}
+		s.app.Ticks.Threads = &crashingThreads{Threads: s.app.Ticks.Threads}
+		s.app.Service.Dispatcher = &crashingDispatcher{Dispatcher: s.app.Service.Dispatcher}
 		s.chaos(rand.New(rand.NewPCG(uint64(len(st)), 7)))
 	} else {
 		s.settle()
@@ -374,19 +374,31 @@ func testThreadStrategy(t *testing.T, st runs.Strategy, n int, hostile bool) {
 // errCrash stands for a handler stopped half way (a time-out, a crash).
 var errCrash = errors.New("crashed")
 
-// crashingThreads fails the first hand-off of each run before it starts.
-type crashingThreads struct {
-	tick.Threads
+// firstOfEach reports the first time it is asked about each run.
+type firstOfEach struct {
 	mu   sync.Mutex
 	seen map[string]bool
 }
 
+func (f *firstOfEach) first(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	first := !f.seen[id]
+	f.seen[id] = true
+	return first
+}
+
+// crashingThreads fails the first hand-off of each run before it starts.
+type crashingThreads struct {
+	tick.Threads
+	firstOfEach
+}
+
 func (c *crashingThreads) RunStopped(ctx context.Context, r runs.Run) error {
-	c.mu.Lock()
-	first := !c.seen[r.ID]
-	c.seen[r.ID] = true
-	c.mu.Unlock()
-	if first {
+	if c.first(r.ID) {
 		return errCrash
 	}
 	return c.Threads.RunStopped(ctx, r)
@@ -397,16 +409,11 @@ func (c *crashingThreads) RunStopped(ctx context.Context, r runs.Run) error {
 // tick is sent.
 type crashingDispatcher struct {
 	runs.Dispatcher
-	mu   sync.Mutex
-	seen map[string]bool
+	firstOfEach
 }
 
 func (c *crashingDispatcher) Dispatch(ctx context.Context, r runs.Run) error {
-	c.mu.Lock()
-	first := !c.seen[r.ID]
-	c.seen[r.ID] = true
-	c.mu.Unlock()
-	if first {
+	if c.first(r.ID) {
 		return errCrash
 	}
 	return c.Dispatcher.Dispatch(ctx, r)
