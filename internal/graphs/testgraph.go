@@ -3,6 +3,7 @@ package graphs
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -23,6 +24,10 @@ import (
 // finishes at once, which keeps recovery tests quick.
 const ExecLogGraph = "test-exec-log"
 
+// ExecLogLine is the message each node of ExecLogGraph logs, with
+// slog.InfoContext and the node's context, as a graph's own code would.
+const ExecLogLine = "test-exec-log: node runs"
+
 // execLogState is the state of ExecLogGraph.
 type execLogState struct {
 	Rounds int `json:"rounds"`
@@ -39,6 +44,9 @@ func execLogGraph(path string) (*pregel.Graph, error) {
 	// before.
 	logExec := func(ctx context.Context) (again bool, err error) {
 		t, _ := pregel.TaskFrom(ctx)
+		// A graph's own log line, through the process's default logger
+		// (the tracing tests look for it with the node's ids).
+		slog.InfoContext(ctx, ExecLogLine, "task", t.TaskID, "node", t.Node)
 		if b, err := os.ReadFile(path); err == nil {
 			again = strings.Contains(string(b), t.TaskID+" ")
 		}

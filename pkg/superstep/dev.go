@@ -259,6 +259,7 @@ func startTracing(ctx context.Context, log **slog.Logger) (*tracing.Tracer, erro
 		return nil, err
 	}
 	*log = slog.New(tracing.NewLogHandler((*log).Handler()))
+	installLogger(tr, *log)
 	(*log).Info("tracing on: spans go where the OTEL_* variables say")
 	return tr, nil
 }

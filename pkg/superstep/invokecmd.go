@@ -55,6 +55,10 @@ An error the handler returns exits 1 with its message.`,
 			if err != nil {
 				return badInput(err)
 			}
+			// The process ends after this one invocation: export its
+			// spans (and stop the provider) before it does.
+			defer shutdownTracer(app)
+			installLogger(app.Tracer, app.Logger)
 			if err := env.s.mount(app.API); err != nil {
 				return badInput(err)
 			}

@@ -99,6 +99,7 @@ func serveLambda(ctx context.Context, env Env) int {
 		slog.New(slog.NewJSONHandler(stderr, nil)).Error("superstep "+name+": cannot start", "err", err)
 		return ExitFailed
 	}
+	installLogger(app.Tracer, app.Logger)
 	start := env.s.lambdaStart
 	if start == nil {
 		start = func(h any) { lambda.StartWithOptions(h, lambda.WithContext(ctx)) }

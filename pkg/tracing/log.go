@@ -37,3 +37,19 @@ func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h *logHandler) WithGroup(name string) slog.Handler {
 	return &logHandler{h.next.WithGroup(name)}
 }
+
+// SetDefaultLogger makes l the process's default logger (slog.SetDefault),
+// so that records a graph's own code logs with slog.InfoContext(ctx, …)
+// inside a node carry the node span's ids, when l's handler comes from
+// [NewLogHandler]. It leaves the default alone when l's handler wraps the
+// default logger's own handler: that one already writes through the
+// default, and making it the default would send its output back to it.
+func SetDefaultLogger(l *slog.Logger) {
+	if l == nil {
+		return
+	}
+	if h, ok := l.Handler().(*logHandler); ok && h.next == slog.Default().Handler() {
+		return
+	}
+	slog.SetDefault(l)
+}
