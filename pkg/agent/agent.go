@@ -237,8 +237,9 @@ func New(cfg Config) (*pregel.Graph, error) {
 			return nil, fmt.Errorf("agent: Config.Approve names %q, which is not among the tools", name)
 		}
 	}
-	m := &modelNode{cfg: &cfg, specs: specs}
-	tn := &toolNode{cfg: &cfg, tools: tools}
+	capture := captureContent()
+	m := &modelNode{cfg: &cfg, specs: specs, capture: capture}
+	tn := &toolNode{cfg: &cfg, tools: tools, capture: capture}
 	b := Register(pregel.NewGraph[State](cfg.Name)).Describe(cfg.Description)
 	b.AddNode(ModelNode, m, pregel.Writes("messages", "usage"), pregel.WithRetry(modelRetry),
 		pregel.Describe("Model", "Answers the conversation, possibly asking for tools"))
@@ -298,8 +299,9 @@ func afterTools(_ context.Context, st State) ([]string, error) {
 }
 
 type modelNode struct {
-	cfg   *Config
-	specs []ToolSpec
+	cfg     *Config
+	specs   []ToolSpec
+	capture bool // CaptureContentEnv: message content on chat spans
 }
 
 func (m *modelNode) Execute(ctx context.Context, st State) (State, error) {
@@ -313,13 +315,15 @@ func (m *modelNode) Execute(ctx context.Context, st State) (State, error) {
 		resp *Response
 		err  error
 	)
+	callCtx, span := m.startChat(ctx, req)
 	if m.cfg.Generate {
-		resp, err = m.cfg.Model.Generate(ctx, req)
+		resp, err = m.cfg.Model.Generate(callCtx, req)
 	} else {
-		resp, err = m.cfg.Model.Stream(ctx, req, func(d Delta) {
+		resp, err = m.cfg.Model.Stream(callCtx, req, func(d Delta) {
 			_ = pregel.Emit(ctx, EventMessageDelta, MessageDelta{MessageID: id, Delta: d})
 		})
 	}
+	m.endChat(span, resp, err)
 	if err != nil {
 		return State{}, err
 	}
@@ -346,8 +350,9 @@ func (m *modelNode) Execute(ctx context.Context, st State) (State, error) {
 }
 
 type toolNode struct {
-	cfg   *Config
-	tools map[string]Tool
+	cfg     *Config
+	tools   map[string]Tool
+	capture bool // CaptureContentEnv: arguments and results on execute_tool spans
 }
 
 func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
@@ -380,11 +385,13 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 		return result(fmt.Sprintf("there is no tool named %q; the tools are: %s", call.Name, strings.Join(names, ", ")), true)
 	}
 	input := call.Input
+	var approval Decision
 	if slices.Contains(t.cfg.Approve, call.Name) {
 		ans, err := pregel.Interrupt[Approval](ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call, Question: approvalQuestion(call)})
 		if err != nil {
 			return State{}, err
 		}
+		approval = ans.Decision
 		switch ans.Decision {
 		case Approve:
 		case Edit:
@@ -397,6 +404,7 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 			if ans.Message != "" {
 				msg += ": " + ans.Message
 			}
+			rejectedEvent(ctx, call)
 			return result(msg, true)
 		default:
 			slog.WarnContext(ctx, "agent: unknown approval decision", "decision", ans.Decision, "tool", call.Name)
@@ -404,7 +412,9 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 		}
 	}
 	_ = pregel.Emit(ctx, EventToolCall, ToolProgress{ToolCallID: call.ID, Name: call.Name, Status: "started"})
-	out, err := tool.Call(ctx, input)
+	callCtx, span := t.startTool(ctx, tool, call, input, approval)
+	out, err := tool.Call(callCtx, input)
+	t.endTool(span, out, err)
 	switch {
 	case err == nil:
 		return result(out, false)

@@ -511,6 +511,9 @@ func (s *Scheduler) execute(ex *execution) {
 		}
 		return
 	case r.Status == pregel.RunCancelled:
+		if s.tracer != nil {
+			s.tracer.EndRun(s.base, r)
+		}
 		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: r.ID, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled, History: r.HistoryLen()})
 		s.stopped(s.base, r)
 		return

@@ -297,6 +297,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
 		s.Dispatcher.Signal(ctx, r)
 	}
 	if err == nil && r.Status == pregel.RunCancelled {
+		if s.Tracer != nil {
+			s.Tracer.EndRun(ctx, r)
+		}
 		if terr := s.RunStopped(ctx, r); terr != nil {
 			s.logger().Error("pass a cancelled run's thread on", "run_id", id, "err", terr)
 		}
@@ -335,6 +338,9 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 		}
 		r.Status, r.DrainRequested, r.DrainReason = pregel.RunPending, false, ""
 		r.Messages = appendMessage(r.Messages, req.Message)
+		if s.Tracer != nil {
+			s.Tracer.LinkResume(ctx, r)
+		}
 		if len(req.Value) > 0 || len(req.Values) > 0 {
 			r.Resume = &req
 		}

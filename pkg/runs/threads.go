@@ -388,7 +388,7 @@ func (s *Service) State(ctx context.Context, id string) (ThreadState, error) {
 // channels' reducers. If the thread has an active run, req.Strategy says
 // what happens (see Strategy): reject returns a *BusyError. A run that
 // waits for the thread is returned pending.
-func (s *Service) CreateOnThread(ctx context.Context, threadID string, req ThreadRunRequest) (Run, bool, error) {
+func (s *Service) CreateOnThread(ctx context.Context, threadID string, req ThreadRunRequest) (_ Run, _ bool, retErr error) {
 	ts, err := s.threads()
 	if err != nil {
 		return Run{}, false, err
@@ -495,6 +495,13 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	if claimed {
 		// The thread's head cannot move while the run holds it.
 		rec.Base = head
+	}
+	if s.Tracer != nil {
+		// The run's root span, as Create starts it: the run is one trace
+		// with this request, whenever and wherever it executes.
+		var end func(error)
+		ctx, end = s.Tracer.StartRun(ctx, &rec)
+		defer func() { end(retErr) }()
 	}
 	r, created, err := s.Runs.CreateRun(ctx, rec)
 	if err != nil {

@@ -16,4 +16,12 @@ type Tracer interface {
 	// RunOptions returns the engine options that trace one execution of
 	// run r (Graph.Run or Graph.Resume) inside r's trace.
 	RunOptions(ctx context.Context, r Run) []pregel.RunOption
+	// LinkResume records in r.Trace the trace context of the request in
+	// ctx that resumes r, so that the execution that continues it links
+	// to the request.
+	LinkResume(ctx context.Context, r *Run)
+	// EndRun records how run r stopped (r.Status) when no execution of
+	// it did: a paused run cancelled, a pending run cancelled before it
+	// started.
+	EndRun(ctx context.Context, r Run)
 }

@@ -397,6 +397,9 @@ func New(o Options) (*App, error) {
 	}
 	ticks.Threads = svc
 	if o.Tracer != nil {
+		// Agents' runs are invoke_agent spans: the tracer tells them by
+		// their graphs.
+		o.Tracer = o.Tracer.WithGraphs(o.Graphs.Get)
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
 	// Streams read the runs' events from the table.

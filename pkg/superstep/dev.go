@@ -100,7 +100,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	defer tr.Shutdown(context.WithoutCancel(ctx))
 	var runTracer runs.Tracer
 	if tr != nil {
-		runTracer = tr
+		runTracer = tr.WithGraphs(reg.Get) // agents' runs are invoke_agent spans
 	}
 	if err := os.MkdirAll(f.dir, 0o755); err != nil {
 		return failed(fmt.Errorf("create --dir: %w", err))

@@ -741,6 +741,9 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 	}
 	if stopped {
 		emitRunStopped(ctx, rec)
+		if h.Tracer != nil {
+			h.Tracer.EndRun(ctx, rec)
+		}
 	}
 	return h.stopped(ctx, rec)
 }

@@ -18,6 +18,8 @@ type Tracer interface {
 	// executes, and returns the context to execute it with and the
 	// function that ends the span with its result.
 	StartTask(ctx context.Context, run runs.Run, t pregel.Task) (context.Context, func(pregel.TaskResult))
+	// EndRun records how run stopped (run.Status): a tick stopped it.
+	EndRun(ctx context.Context, run runs.Run)
 }
 
 // startTask wraps one task's execution in the Tracer's span, if any.

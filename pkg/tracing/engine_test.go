@@ -38,6 +38,7 @@ func TestEngineCounterTree(t *testing.T) {
     node count step=2 node.status=completed
   superstep step=3 step.outcome=committed
     node count step=3 node.status=completed
+  end counter step=3 run.status=completed
 `
 	if got != want {
 		t.Errorf("span tree:\n%s\nwant:\n%s", got, want)
@@ -99,6 +100,7 @@ func treeFromEvents(graph string, events []pregel.Event) string {
 	var order []int
 	stepLine := map[int]string{}
 	var final string
+	finalStep := 0
 	for _, ev := range events {
 		switch ev.Type {
 		case pregel.EventStepStarted:
@@ -115,7 +117,7 @@ func treeFromEvents(graph string, events []pregel.Event) string {
 			}
 			steps[ev.Step] = append(steps[ev.Step], l)
 		case pregel.EventRunFinished:
-			final = string(ev.RunStatus)
+			final, finalStep = string(ev.RunStatus), ev.Step
 		}
 	}
 	fmt.Fprintf(&b, "invoke_workflow %s run.status=%s\n", graph, final)
@@ -127,6 +129,7 @@ func treeFromEvents(graph string, events []pregel.Event) string {
 			b.WriteString(l + "\n")
 		}
 	}
+	fmt.Fprintf(&b, "  end %s step=%d run.status=%s\n", graph, finalStep, final)
 	return b.String()
 }
 
@@ -164,7 +167,7 @@ func TestNodeContextCarriesSpan(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := tree(t, r.rec.Ended())
-	want := "invoke_workflow child-span\n  superstep\n    node work\n      chat model\n"
+	want := "invoke_workflow child-span\n  superstep\n    node work\n      chat model\n  end child-span\n"
 	if got != want {
 		t.Errorf("span tree:\n%s\nwant:\n%s", got, want)
 	}

@@ -71,6 +71,8 @@ func tree(t *testing.T, spans []sdktrace.ReadOnlySpan, keys ...string) string {
 	order := func(list []sdktrace.ReadOnlySpan) {
 		slices.SortStableFunc(list, func(x, y sdktrace.ReadOnlySpan) int {
 			return cmp.Or(
+				// A run's end spans come after its steps.
+				cmp.Compare(isEnd(x), isEnd(y)),
 				cmp.Compare(len(attr(x, "superstep.step")), len(attr(y, "superstep.step"))),
 				cmp.Compare(attr(x, "superstep.step"), attr(y, "superstep.step")),
 				cmp.Compare(x.Name(), y.Name()),
@@ -101,4 +103,12 @@ func tree(t *testing.T, spans []sdktrace.ReadOnlySpan, keys ...string) string {
 		walk(r, 0)
 	}
 	return b.String()
+}
+
+// isEnd is 1 for a run's end span, 0 for others.
+func isEnd(s sdktrace.ReadOnlySpan) int {
+	if strings.HasPrefix(s.Name(), tracing.SpanEnd+" ") {
+		return 1
+	}
+	return 0
 }

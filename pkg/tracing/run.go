@@ -43,6 +43,9 @@ func (t *Tracer) RunOptions(ctx context.Context, r runs.Run) []pregel.RunOption 
 	if root := t.rootContext(ctx, r); root != nil {
 		rt.parent, rt.own = root, false
 	}
+	if l, ok := t.resumeLink(ctx, r, -1); ok {
+		rt.link = &l // the execution continues a resumed run
+	}
 	return t.options(rt)
 }
 
@@ -57,7 +60,8 @@ func (t *Tracer) StartRun(ctx context.Context, r *runs.Run) (context.Context, fu
 	if t == nil {
 		return ctx, func(error) {}
 	}
-	ctx, span := t.tracer.Start(ctx, SpanRun+" "+r.Graph, trace.WithAttributes(runAttrs(r.Graph, r.ID, r.ContextID)...))
+	name, attrs := t.root(r.Graph, r.ID, r.ContextID)
+	ctx, span := t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 	carrier := propagation.MapCarrier{}
 	t.prop.Inject(ctx, carrier)
 	r.Trace = carrier
@@ -115,6 +119,7 @@ type runTrace struct {
 	parent context.Context
 	own    bool // start an invoke_workflow span over the run
 	thread string
+	link   *trace.Link // to the request that resumed the run: on the first step span
 
 	mu       sync.Mutex
 	graph    string
@@ -122,6 +127,7 @@ type runTrace struct {
 	runSpan  trace.Span
 	stepCtx  context.Context
 	stepSpan trace.Span
+	failed   string // the node whose task failed last
 }
 
 func (rt *runTrace) observe(ev pregel.Event) {
@@ -132,23 +138,35 @@ func (rt *runTrace) observe(ev pregel.Event) {
 		rt.graph = ev.Graph
 		rt.runCtx = rt.parent
 		if rt.own {
-			rt.runCtx, rt.runSpan = rt.t.tracer.Start(rt.parent, SpanRun+" "+ev.Graph, trace.WithTimestamp(ev.Time), trace.WithAttributes(runAttrs(ev.Graph, ev.RunID, rt.thread)...))
+			name, attrs := rt.t.root(ev.Graph, ev.RunID, rt.thread)
+			rt.runCtx, rt.runSpan = rt.t.tracer.Start(rt.parent, name, trace.WithTimestamp(ev.Time), trace.WithAttributes(attrs...))
 		}
 	case pregel.EventStepStarted:
 		attrs := append(baseAttrs(ev.Graph, ev.RunID, rt.thread, ev.Step, 1), AttrTasks.Int(ev.Tasks))
-		rt.stepCtx, rt.stepSpan = rt.t.tracer.Start(rt.runContext(), SpanStep, trace.WithTimestamp(ev.Time), trace.WithAttributes(attrs...))
+		opts := []trace.SpanStartOption{trace.WithTimestamp(ev.Time), trace.WithAttributes(attrs...)}
+		if rt.link != nil {
+			opts = append(opts, trace.WithLinks(*rt.link))
+			rt.link = nil
+		}
+		rt.stepCtx, rt.stepSpan = rt.t.tracer.Start(rt.runContext(), SpanStep, opts...)
 	case pregel.EventStepFinished:
 		rt.endStep("committed", ev)
 	case pregel.EventInterrupted:
 		rt.endStep("interrupted", ev)
 	case pregel.EventRunFinished:
+		if ev.RunStatus == pregel.RunFailed && ev.Node == "" {
+			ev.Node = rt.failed
+		}
 		rt.endStep(string(ev.RunStatus), ev)
+		rt.t.endSpan(rt.runContext(), ev.Graph, ev.RunStatus, ev.Reason, ev.Error, ev.Node, nil, ev.Time,
+			trace.WithAttributes(baseAttrs(ev.Graph, ev.RunID, rt.thread, ev.Step, 0)...))
 		if rt.runSpan != nil {
 			rt.runSpan.SetAttributes(AttrRunStatus.String(string(ev.RunStatus)))
 			if ev.Reason != "" {
 				rt.runSpan.SetAttributes(AttrDrain.String(ev.Reason))
 			}
 			if ev.RunStatus == pregel.RunFailed {
+				rt.runSpan.SetAttributes(semconv.ErrorTypeKey.String(errorType(ev.Node)))
 				rt.runSpan.SetStatus(codes.Error, ev.Error)
 			}
 			rt.runSpan.End(trace.WithTimestamp(ev.Time))
@@ -172,6 +190,7 @@ func (rt *runTrace) endStep(outcome string, ev pregel.Event) {
 	}
 	rt.stepSpan.SetAttributes(AttrStepResult.String(outcome))
 	if ev.RunStatus == pregel.RunFailed {
+		rt.stepSpan.SetAttributes(semconv.ErrorTypeKey.String(errorType(ev.Node)))
 		rt.stepSpan.SetStatus(codes.Error, ev.Error)
 	}
 	rt.stepSpan.End(trace.WithTimestamp(ev.Time))
@@ -187,7 +206,15 @@ func (rt *runTrace) task(ctx context.Context, t pregel.Task) (context.Context, f
 		parent = rt.runContext()
 	}
 	rt.mu.Unlock()
-	return rt.t.startTask(ctx, parent, graph, rt.thread, t)
+	ctx, end := rt.t.startTask(ctx, parent, graph, rt.thread, t)
+	return ctx, func(res pregel.TaskResult) {
+		if res.Status == pregel.NodeFailed {
+			rt.mu.Lock()
+			rt.failed = t.Node()
+			rt.mu.Unlock()
+		}
+		end(res)
+	}
 }
 
 // startTask starts the span of task t as a child of the span in parent,
@@ -206,6 +233,7 @@ func endTask(span trace.Span, res pregel.TaskResult) {
 	}
 	switch res.Status {
 	case pregel.NodeFailed:
+		span.SetAttributes(semconv.ErrorTypeKey.String("node_failed"))
 		span.SetStatus(codes.Error, res.Error)
 	case pregel.NodeInterrupted:
 		ids := make([]string, len(res.Interrupts))
@@ -234,6 +262,10 @@ func (t *Tracer) StartTick(ctx context.Context, run runs.Run, step int) (context
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sender}))
 		}
 	}
+	if l, ok := t.resumeLink(ctx, run, step); ok {
+		opts = append(opts, trace.WithLinks(l))
+	}
+	opts = append(opts, trace.WithAttributes(messagingAttrs(ctx)...))
 	ctx, span := t.tracer.Start(parent, SpanStep, opts...)
 	return ctx, func(err error) {
 		if err != nil {

@@ -79,6 +79,8 @@ func TestSchedulerSQLiteTree(t *testing.T) {
     node review step=7 node.status=completed
   superstep step=8 step.outcome=committed
     node send_reply step=8 node.status=completed
+  end support-triage step=6 run.status=interrupted
+  end support-triage step=8 run.status=completed
 `
 	if got != want {
 		t.Errorf("span tree:\n%s\nwant:\n%s", got, want)

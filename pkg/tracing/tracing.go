@@ -28,6 +28,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/superstep/superstep/pkg/pregel"
 )
 
 // ScopeName is the instrumentation scope of superstep's spans.
@@ -39,6 +41,8 @@ type Tracer struct {
 	tp     trace.TracerProvider
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
+	// lookup finds graphs by name (WithGraphs), to tell agents apart.
+	lookup func(name string) (*pregel.Graph, bool)
 	// flush and shutdown are set when the Tracer owns an SDK provider.
 	flush    func(context.Context) error
 	shutdown func(context.Context) error
