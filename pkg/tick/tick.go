@@ -279,19 +279,23 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	log := h.log().With("run_id", t.RunID, "step", t.Step)
 	run, cp, pending, err := h.load(ctx, t.RunID)
 	if errors.Is(err, runs.ErrNotFound) {
-		log.Warn("tick for an unknown run; dropped")
+		log.WarnContext(ctx, "tick for an unknown run; dropped")
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if run.Status != pregel.RunPending && run.Status != pregel.RunRunning {
-		log.Debug("tick for a run that is not running; no-op", "status", run.Status)
+		log.DebugContext(ctx, "tick for a run that is not running; no-op", "status", run.Status)
 		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if h.Tracer != nil {
+		label := t.Step
+		if run.CancelRequested && cp != nil {
+			label = cp.Step + 1 // a cancel tick names the step the run is at
+		}
 		var end func(error)
-		ctx, end = h.Tracer.StartTick(ctx, run, t.Step)
+		ctx, end = h.Tracer.StartTick(ctx, run, label, time.Time{})
 		defer func() { end(err) }()
 	}
 	noteRun(ctx, run)
@@ -323,7 +327,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		// A duplicate or late tick. If the step it names is committed
 		// but the next tick may not have been sent, send it again; the
 		// queue drops it if it was.
-		log.Debug("tick does not match the open step; no-op", "open_step", step)
+		log.DebugContext(ctx, "tick does not match the open step; no-op", "open_step", step)
 		if t.Step < step {
 			return h.advance(ctx, g, cp, &run)
 		}
@@ -342,6 +346,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	if cp.Step >= g.MaxSteps() {
 		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps()), "")
 	}
+	h.annotate(ctx, len(tasks), "")
 	starting := run.Status == pregel.RunPending
 	if starting {
 		if _, err := runs.Mutate(ctx, h.Runs, run.ID, func(r *runs.Run) error {
@@ -397,6 +402,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		}
 		if len(results) < len(inline) {
 			// Another handler executes some of them; come back later.
+			h.annotate(ctx, 0, "claimed")
 			return ErrClaimed
 		}
 		for _, r := range results {
@@ -407,6 +413,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		if len(inline) == 0 {
 			// Every task left is a node handler's: the last one to
 			// record its result sees the others' and commits.
+			h.annotate(ctx, 0, "dispatched")
 			return nil
 		}
 		// Node handlers may have finished while inline tasks ran, and
@@ -420,17 +427,16 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		}
 		for _, task := range tasks {
 			if _, ok := settled[task.ID]; !ok {
+				h.annotate(ctx, 0, "dispatched")
 				return nil
 			}
 		}
 		// This tick commits in place of the last node handler: as there
-		// (commitIfSettled), the commit and the next step's tasks it
-		// sends are a superstep span of the next step, linked to this one.
-		if h.Tracer != nil {
-			var end func(error)
-			ctx, end = h.Tracer.StartTick(ctx, run, step+1)
-			defer func() { end(err) }()
-		}
+		// (commitIfSettled), the next step's tasks it sends, if any, are
+		// a superstep span of the next step, linked to this one.
+		var end func(error)
+		ctx, end = h.deferTick(ctx, run, step+1)
+		defer func() { end(err) }()
 	}
 	return h.commit(ctx, g, cp, tasks, settled, false, ch, &run)
 }
@@ -492,7 +498,7 @@ func (h *Handler) answer(ctx context.Context, run runs.Run, step int, pending []
 	answered, err := pregel.Answer(run.ID, pending, run.Resume.Value, run.Resume.Values)
 	if err != nil {
 		// The API validated the request; what is left cannot succeed.
-		h.log().Warn("resume values do not fit the run; ignored", "run_id", run.ID, "err", err)
+		h.log().WarnContext(ctx, "resume values do not fit the run; ignored", "run_id", run.ID, "err", err)
 	}
 	for i, p := range pending {
 		if a, ok := answered[p.TaskID]; ok {
@@ -590,6 +596,7 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	switch out.Status {
 	case pregel.RunInterrupted:
 		emit(ctx, pregel.Event{Type: pregel.EventInterrupted, Step: cp.Step + 1, Interrupts: out.Interrupts})
+		h.annotate(ctx, 0, "interrupted")
 		return h.finish(ctx, cp, cp.RunID, pregel.RunInterrupted, out.Interrupts, "", "")
 	case pregel.RunFailed:
 		msg, node := failure(out.Err)
@@ -599,12 +606,13 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	}
 	if err := h.Checkpoints.Commit(ctx, out.Checkpoint); err != nil {
 		if errors.Is(err, pregel.ErrStepConflict) {
-			h.log().Debug("step committed by another tick", "run_id", cp.RunID, "step", out.Checkpoint.Step)
+			h.log().DebugContext(ctx, "step committed by another tick", "run_id", cp.RunID, "step", out.Checkpoint.Step)
 			return nil
 		}
 		return fmt.Errorf("commit step %d: %w", out.Checkpoint.Step, err)
 	}
 	emitStepCommitted(ctx, out.Checkpoint, len(tasks))
+	h.annotate(ctx, 0, "committed")
 	if ch.next(g, out.Checkpoint) {
 		// The next step's tick reads the run record afresh (drain,
 		// cancel) with the open step's results, in one request with a
@@ -684,12 +692,15 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 	if !next {
 		if err == nil {
 			emitRunStopped(ctx, rec)
+			h.traceStopped(ctx, rec)
 		}
 		return h.stopped(ctx, rec)
 	}
 	switch {
 	case next && remote:
 		tasks := g.Plan(cp)
+		ctx = h.openTick(ctx)
+		h.annotate(ctx, len(tasks), "dispatched")
 		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
 		for _, t := range tasks {
 			if err := h.Queue.SendTask(ctx, NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}); err != nil {
@@ -741,9 +752,7 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 	}
 	if stopped {
 		emitRunStopped(ctx, rec)
-		if h.Tracer != nil {
-			h.Tracer.EndRun(ctx, rec)
-		}
+		h.traceStopped(ctx, rec)
 	}
 	return h.stopped(ctx, rec)
 }
@@ -760,14 +769,14 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	defer flush()
 	run, cp, own, started, err := h.loadTask(ctx, nt.RunID, nt.TaskID)
 	if errors.Is(err, runs.ErrNotFound) {
-		log.Warn("node task for an unknown run; dropped")
+		log.WarnContext(ctx, "node task for an unknown run; dropped")
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if run.Status != pregel.RunRunning && run.Status != pregel.RunPending {
-		log.Debug("node task for a run that is not running; no-op", "status", run.Status)
+		log.DebugContext(ctx, "node task for a run that is not running; no-op", "status", run.Status)
 		return h.stopped(ctx, run) // finishes a hand-off cut short
 	}
 	if run.CancelRequested {
@@ -777,7 +786,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		if cp != nil {
 			open = cp.Step + 1
 		}
-		log.Info("node task of a run being cancelled: not executed; the tick handler ends the run")
+		log.InfoContext(ctx, "node task of a run being cancelled: not executed; the tick handler ends the run")
 		return h.Queue.SendTick(ctx, Tick{RunID: run.ID, Step: open, Nonce: "cancel"})
 	}
 	noteRun(ctx, run)
@@ -790,18 +799,18 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		// The step is committed, maybe by an earlier delivery of this
 		// task that failed after its commit, before the next tick was
 		// sent: send it again (the queue drops a duplicate).
-		log.Debug("node task of a committed step; the next tick is sent again")
+		log.DebugContext(ctx, "node task of a committed step; the next tick is sent again")
 		return h.advance(ctx, g, cp, &run)
 	}
 	if cp == nil || cp.Step != nt.Step-1 {
-		log.Debug("node task for a step that is not open; no-op")
+		log.DebugContext(ctx, "node task for a step that is not open; no-op")
 		return nil
 	}
 	if run.DrainRequested && !started {
 		// As a tick does: a step with no recorded result has not
 		// started, so the run stops at the boundary before it. Its
 		// tasks are sent again when the run resumes.
-		log.Info("node task of a run being drained whose step has not started: not executed; the run stops before the step")
+		log.InfoContext(ctx, "node task of a run being drained whose step has not started: not executed; the run stops before the step")
 		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
 	}
 	tasks := g.Plan(cp)
@@ -824,7 +833,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		if isSettled(p) {
 			// A delivery again: the first one may have stopped before
 			// counting the result or committing.
-			log.Debug("task already settled; not executed again")
+			log.DebugContext(ctx, "task already settled; not executed again")
 			if h.counting(g, tasks) {
 				// Count again only if no handler holds the task's lease
 				// unexpired. One that does counts the result itself, or
@@ -955,10 +964,11 @@ func remoteTasks(g *pregel.Graph, tasks []pregel.Task) int {
 // at once, and a tick handler seeing the same results, commit it once.
 // seen is the run record as read before the results, for advance.
 //
-// With a Tracer, the commit and what it sends are a superstep span of the
-// next step, as the tick that would have sent that step's tasks: it
-// links to the node span in ctx, and the next step's node spans are its
-// children.
+// With a Tracer, when the commit goes on to send the next step's remote
+// tasks, that is a superstep span of the next step, as the tick that
+// would have sent them: it links to the node span in ctx, and the next
+// step's node spans are its children. A handler whose commit loses, or
+// stops the run, opens no span (the run's end span links to it).
 func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) (err error) {
 	settled := settledResults(pending)
 	for _, t := range tasks {
@@ -966,9 +976,9 @@ func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *preg
 			return nil
 		}
 	}
-	if h.Tracer != nil && seen != nil {
+	if seen != nil {
 		var end func(error)
-		ctx, end = h.Tracer.StartTick(ctx, *seen, cp.Step+2)
+		ctx, end = h.deferTick(ctx, *seen, cp.Step+2)
 		defer func() { end(err) }()
 	}
 	return h.commit(ctx, g, cp, tasks, settled, false, nil, seen)

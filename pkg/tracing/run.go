@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -250,23 +251,28 @@ func endTask(span trace.Span, res pregel.TaskResult) {
 // tick of a run is a child of the run, linked to the span that sent the
 // tick message (ctx's, see [Tracer.FromMessage]); without a root on the
 // record, the sender's span is the parent.
-func (t *Tracer) StartTick(ctx context.Context, run runs.Run, step int) (context.Context, func(error)) {
+func (t *Tracer) StartTick(ctx context.Context, run runs.Run, step int, start time.Time) (context.Context, func(error)) {
 	if t == nil {
 		return ctx, func(error) {}
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(baseAttrs(run.Graph, run.ID, run.ContextID, step, 0)...)}
+	if !start.IsZero() {
+		opts = append(opts, trace.WithTimestamp(start))
+	}
 	parent := ctx
+	sender := trace.SpanContextFromContext(ctx)
 	if root := t.rootContext(ctx, run); root != nil {
 		parent = root
-		if sender := trace.SpanContextFromContext(ctx); sender.IsValid() {
+		if sender.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sender}))
 		}
 	}
-	if l, ok := t.resumeLink(ctx, run, step); ok {
+	if l, ok := t.resumeLink(ctx, run, step); ok && l.SpanContext.SpanID() != sender.SpanID() {
 		opts = append(opts, trace.WithLinks(l))
 	}
 	opts = append(opts, trace.WithAttributes(messagingAttrs(ctx)...))
 	ctx, span := t.tracer.Start(parent, SpanStep, opts...)
+	ctx = context.WithValue(ctx, tickKey{}, span)
 	return ctx, func(err error) {
 		if err != nil {
 			span.RecordError(err)
@@ -291,4 +297,33 @@ func (t *Tracer) StartTask(ctx context.Context, run runs.Run, task pregel.Task) 
 		}
 	}
 	return t.startTask(ctx, parent, run.Graph, run.ContextID, task)
+}
+
+// tickKey holds, in a context, the span of the tick working in it
+// (StartTick), for Annotate.
+type tickKey struct{}
+
+// Annotate implements [tick.Tracer]: it records on the span of the tick
+// in ctx the tasks of its step and how the tick's work ended
+// (superstep.step.tasks, superstep.step.outcome); a failed run's outcome
+// sets error.type and status Error. A context holding no tick's span
+// (a node handler's) is left alone.
+func (t *Tracer) Annotate(ctx context.Context, tasks int, outcome string) {
+	if t == nil {
+		return
+	}
+	span, _ := ctx.Value(tickKey{}).(trace.Span)
+	if span == nil {
+		return
+	}
+	if tasks > 0 {
+		span.SetAttributes(AttrTasks.Int(tasks))
+	}
+	if outcome != "" {
+		span.SetAttributes(AttrStepResult.String(outcome))
+		if outcome == string(pregel.RunFailed) {
+			span.SetAttributes(semconv.ErrorTypeKey.String("run_failed"))
+			span.SetStatus(codes.Error, "the run failed")
+		}
+	}
 }
