@@ -431,13 +431,13 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 				return nil
 			}
 		}
-		// This tick commits in place of the last node handler: as there
-		// (commitIfSettled), the next step's tasks it sends, if any, are
-		// a superstep span of the next step, linked to this one.
-		var end func(error)
-		ctx, end = h.deferTick(ctx, run, step+1)
-		defer func() { end(err) }()
 	}
+	// When the commit goes on to send the next step's remote tasks, that
+	// is a superstep span of the next step, linked to this one (as when a
+	// node handler commits, see commitIfSettled).
+	var end func(error)
+	ctx, end = h.deferTick(ctx, run, step+1)
+	defer func() { end(err) }()
 	return h.commit(ctx, g, cp, tasks, settled, false, ch, &run)
 }
 

@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -272,7 +273,7 @@ func (t *Tracer) StartTick(ctx context.Context, run runs.Run, step int, start ti
 	}
 	opts = append(opts, trace.WithAttributes(messagingAttrs(ctx)...))
 	ctx, span := t.tracer.Start(parent, SpanStep, opts...)
-	ctx = context.WithValue(ctx, tickKey{}, span)
+	ctx = context.WithValue(ctx, tickKey{}, &tickSpan{span: span})
 	return ctx, func(err error) {
 		if err != nil {
 			span.RecordError(err)
@@ -303,6 +304,12 @@ func (t *Tracer) StartTask(ctx context.Context, run runs.Run, task pregel.Task) 
 // (StartTick), for Annotate.
 type tickKey struct{}
 
+// tickSpan is a tick's span and whether its outcome is set.
+type tickSpan struct {
+	span    trace.Span
+	outcome atomic.Bool
+}
+
 // Annotate implements [tick.Tracer]: it records on the span of the tick
 // in ctx the tasks of its step and how the tick's work ended
 // (superstep.step.tasks, superstep.step.outcome); a failed run's outcome
@@ -312,14 +319,18 @@ func (t *Tracer) Annotate(ctx context.Context, tasks int, outcome string) {
 	if t == nil {
 		return
 	}
-	span, _ := ctx.Value(tickKey{}).(trace.Span)
-	if span == nil {
+	ts, _ := ctx.Value(tickKey{}).(*tickSpan)
+	if ts == nil {
 		return
 	}
+	span := ts.span
 	if tasks > 0 {
 		span.SetAttributes(AttrTasks.Int(tasks))
 	}
-	if outcome != "" {
+	// The first outcome says what the tick did with its step: a tick that
+	// commits a step and then finds the run done says committed (the
+	// run's end span says completed).
+	if outcome != "" && ts.outcome.CompareAndSwap(false, true) {
 		span.SetAttributes(AttrStepResult.String(outcome))
 		if outcome == string(pregel.RunFailed) {
 			span.SetAttributes(semconv.ErrorTypeKey.String("run_failed"))
