@@ -21,7 +21,7 @@ lint: lint-infra
 
 ## bench: engine and store benchmarks (figures recorded in bench/README.md); the 1,000-way fan-out is bench-fanout
 bench:
-	$(GO) test -run '^$$' -bench . -skip 'AWSFanOut1000' -benchmem -benchtime $(BENCHTIME) ./pkg/pregel/ ./pkg/store/... ./pkg/agent/ ./pkg/api/ ./bench/awsbench/
+	$(GO) test -run '^$$' -bench . -skip 'AWSFanOut1000' -benchmem -benchtime $(BENCHTIME) ./pkg/pregel/ ./pkg/store/... ./pkg/agent/ ./pkg/api/ ./pkg/tracing/ ./bench/awsbench/
 
 ## bench-fanout: one step of 1,000 remote tasks on moto (about 20 minutes here)
 bench-fanout:
