@@ -104,11 +104,11 @@ func (t *Tracer) EndRun(ctx context.Context, r runs.Run) {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && parent != ctx {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
-	t.endSpan(parent, r.Graph, r.Status, r.DrainReason, r.Error, r.FailedNode, r.Usage, time.Time{}, opts...)
+	t.endSpan(parent, r.Graph, r.Status, r.DrainReason, r.Error, r.FailedNode, time.Time{}, opts...)
 }
 
 // endSpan starts and ends an end span under parent.
-func (t *Tracer) endSpan(parent context.Context, graph string, status pregel.RunStatus, reason, msg, node string, usage *pregel.UsageTotals, at time.Time, opts ...trace.SpanStartOption) {
+func (t *Tracer) endSpan(parent context.Context, graph string, status pregel.RunStatus, reason, msg, node string, at time.Time, opts ...trace.SpanStartOption) {
 	if !at.IsZero() {
 		opts = append(opts, trace.WithTimestamp(at))
 	}
@@ -119,9 +119,6 @@ func (t *Tracer) endSpan(parent context.Context, graph string, status pregel.Run
 	}
 	if node != "" {
 		span.SetAttributes(AttrFailedNode.String(node))
-	}
-	if usage != nil {
-		span.SetAttributes(semconv.GenAIUsageInputTokens(usage.Total.InputTokens), semconv.GenAIUsageOutputTokens(usage.Total.OutputTokens))
 	}
 	if status == pregel.RunFailed {
 		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(node)))

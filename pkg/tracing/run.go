@@ -160,7 +160,7 @@ func (rt *runTrace) observe(ev pregel.Event) {
 			ev.Node = rt.failed
 		}
 		rt.endStep(string(ev.RunStatus), ev)
-		rt.t.endSpan(rt.runContext(), ev.Graph, ev.RunStatus, ev.Reason, ev.Error, ev.Node, nil, ev.Time,
+		rt.t.endSpan(rt.runContext(), ev.Graph, ev.RunStatus, ev.Reason, ev.Error, ev.Node, ev.Time,
 			trace.WithAttributes(baseAttrs(ev.Graph, ev.RunID, rt.thread, ev.Step, 0)...))
 		if rt.runSpan != nil {
 			rt.runSpan.SetAttributes(AttrRunStatus.String(string(ev.RunStatus)))
