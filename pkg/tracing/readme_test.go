@@ -97,7 +97,9 @@ func TestREADMETables(t *testing.T) {
 	tools := []agent.Tool{
 		agent.MustTool("lookup", "Looks an order up", func(_ context.Context, in struct{ Order string }) (string, error) { return "paid twice", nil }),
 		agent.MustTool("refund", "Refunds an order", func(_ context.Context, in struct{ Order string }) (string, error) { return "refunded", nil }),
-		agent.MustTool("broken", "Fails", func(_ context.Context, in struct{ Order string }) (string, error) { return "", errors.New("the backend is down") }),
+		agent.MustTool("broken", "Fails", func(_ context.Context, in struct{ Order string }) (string, error) {
+			return "", errors.New("the backend is down")
+		}),
 	}
 	call := func(id, name string) agent.Block {
 		return agent.Block{ToolCall: &agent.ToolCall{ID: id, Name: name, Input: json.RawMessage(`{"Order": "A-1"}`)}}
