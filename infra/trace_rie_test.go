@@ -1,0 +1,118 @@
+package infra
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/superstep/superstep/internal/graphs"
+	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/internal/otlptest"
+	"github.com/superstep/superstep/internal/rietest"
+	"github.com/superstep/superstep/pkg/serverless"
+)
+
+// TestBootstrapsTrace: the api and tick bootstraps, behind the runtime
+// emulator with an OTLP endpoint set, export each invocation's spans
+// before it returns (one trace: the api's root, the tick's superstep and
+// node spans), and a line a graph's own node logs with
+// slog.InfoContext(ctx, …) carries the ids of its exported node span.
+func TestBootstrapsTrace(t *testing.T) {
+	rcv := otlptest.Start(t)
+	srv := mototest.Start(t)
+	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: "rietrace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	rietest.BuildBootstrap(t, "..", "./functions/...", bin+string(os.PathSeparator))
+	env := []string{
+		serverless.EnvTable + "=" + cfg.Table,
+		serverless.EnvTickQueue + "=" + cfg.TickQueueURL,
+		serverless.EnvNodeQueue + "=" + cfg.NodeQueueURL,
+		"AWS_ENDPOINT_URL=" + srv.URL,
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"SUPERSTEP_FUNCTION=",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY=600000", // only the per-invocation flush exports
+		graphs.ExecLogEnv + "=" + filepath.Join(t.TempDir(), "exec.log"),
+	}
+	api := rietest.Start(t, filepath.Join(bin, "api"), env...)
+	tickFn := rietest.Start(t, filepath.Join(bin, "tick"), env...)
+
+	b, err := os.ReadFile("../events/api-create-run.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	ev.RawPath, ev.RequestContext.HTTP.Path = "/v1/graphs/"+graphs.ExecLogGraph+"/runs", "/v1/graphs/"+graphs.ExecLogGraph+"/runs"
+	ev.Body, ev.IsBase64Encoded = `{"input": {"rounds": 1}, "run_id": "rie-traced"}`, false
+	payload, _ := json.Marshal(ev)
+	if code, resp := api.Invoke(t, payload); code != 200 || !strings.Contains(string(resp), `"statusCode":202`) {
+		t.Fatalf("api: %d %s\n%s", code, resp, api.Logs())
+	}
+	var trace string
+	for _, s := range rcv.Spans() {
+		if s.Name == "invoke_workflow "+graphs.ExecLogGraph {
+			trace = s.TraceID
+		}
+	}
+	if trace == "" {
+		t.Fatalf("the api invocation exported no invoke_workflow span: %+v\n%s", rcv.Spans(), api.Logs())
+	}
+
+	client := sqs.NewFromConfig(srv.Config)
+	out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(cfg.TickQueueURL), MaxNumberOfMessages: 1, MessageAttributeNames: []string{"All"}})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("the tick message: %v, %v", out, err)
+	}
+	m := out.Messages[0]
+	rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
+		EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:rietrace-ticks.fifo",
+		Attributes: map[string]string{"ApproximateReceiveCount": "1"}, MessageAttributes: map[string]events.SQSMessageAttribute{}}
+	for k, a := range m.MessageAttributes {
+		rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(a.DataType), StringValue: a.StringValue}
+	}
+	payload, _ = json.Marshal(events.SQSEvent{Records: []events.SQSMessage{rec}})
+	if code, resp := tickFn.Invoke(t, payload); code != 200 || strings.Contains(string(resp), "itemIdentifier") {
+		t.Fatalf("tick: %d %s\n%s", code, resp, tickFn.Logs())
+	}
+	spans := map[string]otlptest.Span{}
+	for _, s := range rcv.Spans() {
+		spans[s.SpanID] = s
+		if s.TraceID != trace {
+			t.Errorf("span %q is in trace %s, want the run's %s", s.Name, s.TraceID, trace)
+		}
+	}
+	// The node's own line, JSON in the function's log.
+	deadline := time.Now().Add(5 * time.Second)
+	var line string
+	for line == "" && time.Now().Before(deadline) {
+		line = regexp.MustCompile(`\{[^\n]*"msg":"`+regexp.QuoteMeta(graphs.ExecLogLine)+`"[^\n]*\}`).FindString(tickFn.Logs())
+		time.Sleep(20 * time.Millisecond)
+	}
+	if line == "" {
+		t.Fatalf("the tick function's log has no line of the node's own:\n%s", tickFn.Logs())
+	}
+	var l struct {
+		TraceID string `json:"trace_id"`
+		SpanID  string `json:"span_id"`
+	}
+	if err := json.Unmarshal([]byte(line), &l); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := spans[l.SpanID]; !ok || l.TraceID != trace || !strings.HasPrefix(s.Name, "node ") {
+		t.Errorf("the node's log line %s does not carry the ids of an exported node span of the run (got %+v)", line, s)
+	}
+}
