@@ -99,7 +99,7 @@ func TestBootstrapsTrace(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	var line string
 	for line == "" && time.Now().Before(deadline) {
-		line = regexp.MustCompile(`\{[^\n]*"msg":"`+regexp.QuoteMeta(graphs.ExecLogLine)+`"[^\n]*\}`).FindString(tickFn.Logs())
+		line = regexp.MustCompile(`\{[^\n]*"msg":"` + regexp.QuoteMeta(graphs.ExecLogLine) + `"[^\n]*\}`).FindString(tickFn.Logs())
 		time.Sleep(20 * time.Millisecond)
 	}
 	if line == "" {
