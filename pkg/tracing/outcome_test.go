@@ -111,6 +111,12 @@ func storesFor(t *testing.T, kind string) stores {
 // r (with the graphs, so that agents are told apart).
 func service(t *testing.T, r recorder, kind string, graphs []*pregel.Graph) *runs.Service {
 	t.Helper()
+	svc, _ := serviceAndScheduler(t, r, kind, graphs)
+	return svc
+}
+
+func serviceAndScheduler(t *testing.T, r recorder, kind string, graphs []*pregel.Graph) (*runs.Service, *runs.Scheduler) {
+	t.Helper()
 	reg, err := runs.NewRegistry(graphs...)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +133,7 @@ func service(t *testing.T, r recorder, kind string, graphs []*pregel.Graph) *run
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sched.Shutdown(context.Background(), time.Second) })
-	return svc
+	return svc, sched
 }
 
 // caller starts a span as a traced client's request would be.
