@@ -301,6 +301,11 @@ func TestGraphs(t *testing.T) {
 	if strings.Contains(g.Mermaid, "classDef") || g.NodeStatuses != nil {
 		t.Errorf("diagram without a run is coloured:\n%s", g.Mermaid)
 	}
+	// The input schema, from the state struct: each channel a property,
+	// none required.
+	if want := `{"type":"object","properties":{"text":{"type":"string"},"trail":{"type":["null","array"],"items":{"type":"string"}}},"additionalProperties":false}`; string(g.InputSchema) != want {
+		t.Errorf("input_schema = %s, want %s", g.InputSchema, want)
+	}
 
 	// Coloured by a run: completed nodes, then an interrupted one.
 	run := e.create("echo", api.CreateRunRequest{Input: json.RawMessage(`{"text":"hi"}`)})
