@@ -1126,7 +1126,7 @@
       fields.map(({ it, answer, mode }) => h('div', { class: 'interrupt' },
         h('div', {}, h('b', { text: it.node }), ' asks ', h('span', { class: 'muted mono', text: '(' + it.id + ')' })),
         payloadView(it.value),
-        it.error && !isApproval(it.value) ? h('div', { class: 'refused', role: 'status' }, h('b', { text: 'Your last answer was refused: ' }), it.error) : null,
+        it.error && !isApproval(it.value) ? h('div', { class: 'refused', role: 'status' }, h('b', { text: 'Your last answer was refused: ' }), refusal(it.error)) : null,
         h('div', { class: 'row' }, h('label', {}, 'answer as ', mode)),
         answer)),
       h('button', { type: 'submit', id: 'answer', text: 'Answer and resume' }));
@@ -1163,6 +1163,12 @@
     return errs;
   }
 
+  // refusal is why an answer was refused (an interrupt's error), without
+  // the engine's own "the answer was refused: " in front.
+  function refusal(err) {
+    return String(err).replace(/^the answer was refused: /, '');
+  }
+
   // isApproval tells an agent's tool approval request (pkg/agent).
   function isApproval(v) {
     return v && typeof v === 'object' && v.kind === 'tool_approval' && v.tool_call && typeof v.tool_call.name === 'string';
@@ -1196,7 +1202,7 @@
     return h('div', { class: 'approval', 'data-interrupt': it.id },
       h('div', {}, h('b', { text: it.node }), ' asks to approve a call of ', h('b', { class: 'mono', text: call.name })),
       h('pre', { class: 'tool-args', text: pretty(call.input === undefined ? {} : call.input) }),
-      it.error ? h('div', { class: 'refused', role: 'status' }, h('b', { text: 'Your last answer was refused: ' }), it.error) : null,
+      it.error ? h('div', { class: 'refused', role: 'status' }, h('b', { text: 'Your last answer was refused: ' }), refusal(it.error)) : null,
       h('div', { class: 'row' },
         h('button', { type: 'button', class: 'approve', text: 'Approve', onclick: () => answer('{"decision":"approve"}') }),
         reason,
@@ -1234,7 +1240,7 @@
         const r = results.get(c.id);
         kids.push(h('details', { class: 'tool-call', 'data-tool': c.name },
           h('summary', {}, h('span', { class: 'mono', text: c.name }), ' ', h('span', { class: 'muted mono', text: JSON.stringify(c.input === undefined ? {} : c.input) }), ' ',
-            r ? (r.error ? h('span', { class: 'badge s-failed', text: 'error' }) : h('span', { class: 'badge s-completed', text: r.edited_input ? 'done (edited)' : 'done' })) : h('span', { class: 'badge s-interrupted', text: 'waiting' })),
+            r ? (r.error ? h('span', { class: 'badge s-failed', text: 'error' }) : h('span', { class: 'badge s-completed', text: r.edited_input ? 'done (edited)' : 'done' })) : h('span', { class: 'badge', text: 'no result' })),
           r && r.edited_input ? h('div', {}, 'ran with edited arguments ', h('span', { class: 'mono', text: JSON.stringify(r.edited_input) })) : null,
           h('pre', { text: r ? r.content : 'no result yet' })));
       }
@@ -1402,7 +1408,7 @@
       if (msgs.length || !s || !s.values) put(ui.chat, conversationView(msgs));
       else put(ui.chat, h('pre', { class: 'mono', text: pretty(s.values) }));
       const usage = s && s.values && s.values.usage && s.values.usage.total;
-      put(ui.usage, usage ? 'Tokens in this thread\'s latest run: ' + (usage.input_tokens || 0) + ' in, ' + (usage.output_tokens || 0) + ' out, ' + (usage.total_tokens || 0) + ' total' : '');
+      put(ui.usage, usage ? 'Tokens (the thread\'s usage): ' + (usage.input_tokens || 0) + ' in, ' + (usage.output_tokens || 0) + ' out, ' + (usage.total_tokens || 0) + ' total' : '');
       const parts = [];
       if (r && r.status === 'interrupted') {
         const answer = (it) => (value) => act(r, it, value);
