@@ -1420,7 +1420,7 @@
       }
       put(ui.waiting, parts);
       if (r && (r.status === 'pending' || r.status === 'running')) follow(r.run_id);
-      else if (st.streamFor && !(r && st.streamFor === r.run_id)) follow('');
+      else if (st.streamFor) follow(''); // the run stopped: its text is in the messages now
     };
 
     const resumeWith = async (r, body) => {
