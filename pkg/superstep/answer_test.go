@@ -81,4 +81,6 @@ func TestProgramName(t *testing.T) {
 	}
 	r = h.local("run", "support-triage", "--input", triageInput(t)).want(t, ExitInterrupted)
 	wantOut(t, r, "answer and resume it with:\n  shop resume ")
+	r = h.local("run", "nope").want(t, ExitUsage)
+	wantOut(t, r, "(see 'shop graph list')")
 }

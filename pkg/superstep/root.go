@@ -121,13 +121,19 @@ func progName(env Env) string {
 	return env.s.name
 }
 
+// renamer replaces "superstep" by name where a text shows a command line
+// to type: at the start of an indented line, or after a quote.
+func renamer(name string) *strings.Replacer {
+	return strings.NewReplacer("  superstep ", "  "+name+" ", `"superstep `, `"`+name+" ", "'superstep ", "'"+name+" ")
+}
+
 // rename puts name in place of "superstep" where the commands' help
 // shows a command line to type.
 func rename(c *cobra.Command, name string) {
 	if name == defaultName {
 		return
 	}
-	r := strings.NewReplacer("  superstep ", "  "+name+" ", `"superstep `, `"`+name+" ", "'superstep ", "'"+name+" ")
+	r := renamer(name)
 	c.Example = r.Replace(c.Example)
 	c.Long = r.Replace(c.Long)
 	for _, sub := range c.Commands() {
@@ -164,9 +170,11 @@ func Run(ctx context.Context, env Env, args []string, opts ...Option) int {
 		ee = &ExitError{Code: ExitUsage, Err: err}
 	}
 	if ee.Err != nil && !ee.Silent {
-		fmt.Fprintf(env.Stderr, "Error: %v\n", ee.Err)
+		// Errors name commands to type ('superstep graph list'): as this
+		// program is called.
+		fmt.Fprintf(env.Stderr, "Error: %s\n", renamer(progName(env)).Replace(ee.Err.Error()))
 		if ee.Code == ExitUsage && ee.Hint != "" {
-			fmt.Fprintln(env.Stderr, ee.Hint)
+			fmt.Fprintln(env.Stderr, renamer(progName(env)).Replace(ee.Hint))
 		}
 	}
 	return ee.Code
