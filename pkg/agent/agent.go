@@ -61,6 +61,9 @@ type ApprovalRequest struct {
 	// Question says, for a person, what is asked and how to answer (A2A
 	// clients show it as the text of the input-required status).
 	Question string `json:"question,omitempty"`
+	// InputSchema is the tool's input schema (JSON Schema), against which
+	// an approver can check edited arguments before sending them.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 }
 
 // approvalQuestion is the Question of call's ApprovalRequest.
@@ -387,7 +390,7 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 	input := call.Input
 	var approval Decision
 	if slices.Contains(t.cfg.Approve, call.Name) {
-		ans, err := pregel.Interrupt[Approval](ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call, Question: approvalQuestion(call)})
+		ans, err := pregel.Interrupt[Approval](ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call, Question: approvalQuestion(call), InputSchema: tool.Spec().InputSchema})
 		if err != nil {
 			return State{}, err
 		}

@@ -301,6 +301,11 @@ func TestGraphs(t *testing.T) {
 	if strings.Contains(g.Mermaid, "classDef") || g.NodeStatuses != nil {
 		t.Errorf("diagram without a run is coloured:\n%s", g.Mermaid)
 	}
+	// The input schema, from the state struct: each channel a property,
+	// none required.
+	if want := `{"type":"object","properties":{"text":{"type":"string"},"trail":{"type":["null","array"],"items":{"type":"string"}}},"additionalProperties":false}`; string(g.InputSchema) != want {
+		t.Errorf("input_schema = %s, want %s", g.InputSchema, want)
+	}
 
 	// Coloured by a run: completed nodes, then an interrupted one.
 	run := e.create("echo", api.CreateRunRequest{Input: json.RawMessage(`{"text":"hi"}`)})
@@ -1084,7 +1089,12 @@ func TestEndToEnd(t *testing.T) {
 				}
 				var evs api.EventList
 				e.do("GET", "/v1/runs/"+run.RunID+"/events", nil).ok(t, http.StatusOK, &evs)
-				want := "created/pending/0 running/running/0 interrupted/interrupted/0(" + id + ") resume_requested/pending/0 running/running/0 completed/completed/1"
+				// The answer given is in the history.
+				answered := `(answer: "Ada")`
+				if tc.name == "resume_by_id" {
+					answered = `(answer to ` + id + `: "Ada")`
+				}
+				want := "created/pending/0 running/running/0 interrupted/interrupted/0(" + id + ") resume_requested/pending/0" + answered + " running/running/0 completed/completed/1"
 				if got := eventSummary(evs); got != want {
 					t.Errorf("events:\n  %s\nwant\n  %s", got, want)
 				}

@@ -43,6 +43,7 @@ func (h *Handler) getGraph(w http.ResponseWriter, r *http.Request) error {
 		Channels:    g.Channels(),
 		TextChannel: g.TextChannel(),
 		GraphShape:  graphShape(g),
+		InputSchema: inputSchema(g, h.log),
 	}
 	var statuses map[string]pregel.NodeStatus
 	if id := r.URL.Query().Get("run"); id != "" {

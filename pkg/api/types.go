@@ -41,6 +41,11 @@ type Graph struct {
 	Channels    []string          `json:"channels"`
 	// TextChannel is as in GraphSummary.
 	TextChannel string `json:"text_channel,omitempty"`
+	// InputSchema is the JSON Schema of the graph's input: an object of
+	// channel values, derived from the state struct (with
+	// github.com/google/jsonschema-go, as the agents' tools are); absent
+	// when it cannot be derived.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 	// Mermaid is a Mermaid flowchart of the graph.
 	Mermaid string `json:"mermaid"`
 	// RunID and NodeStatuses are set when the request named a run

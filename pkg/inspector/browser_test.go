@@ -39,7 +39,8 @@ var fills = map[string]string{
 }
 
 // devServer serves the inspector over the API, as `superstep dev` does,
-// with the example graphs run by a real scheduler on in-memory stores.
+// with the example graphs run by a real scheduler on in-memory stores,
+// threads included.
 func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 	t.Helper()
 	graphs, err := examples.All()
@@ -52,7 +53,9 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 	}
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger})
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Threads: records, Logger: logger}
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	svc.Dispatcher = sched
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sched.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -61,7 +64,6 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 		_ = sched.Shutdown(context.Background(), 0)
 		cancel()
 	})
-	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Logger: logger}
 	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Token: token, Logger: logger})))
 	t.Cleanup(srv.Close)
 	return srv, svc

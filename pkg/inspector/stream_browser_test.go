@@ -159,3 +159,68 @@ func testFollowsStream(t *testing.T, tok string) {
 	}
 	b.clean("stream")
 }
+
+// TestChatStreamsText checks that a thread's chat view shows the text its
+// active run's model streams as it comes, before the run commits it, and
+// that the run's end shows at once.
+func TestChatStreamsText(t *testing.T) {
+	gate := make(chan struct{})
+	b0 := pregel.NewGraph[gateState]("gate")
+	b0.AddFunc("wait", func(ctx context.Context, s gateState) (gateState, error) {
+		for _, w := range []string{"Thinking", " about", " it"} {
+			if err := pregel.Emit(ctx, pregel.MessageToken, map[string]string{"text": w}); err != nil {
+				return gateState{}, err
+			}
+		}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return gateState{}, ctx.Err()
+		}
+		return gateState{Log: []string{"done"}}, nil
+	}, pregel.Writes("log"))
+	b0.AddEdge(pregel.Start, "wait").AddEdge("wait", pregel.End)
+	g, err := b0.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
+	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Threads: records, Logger: logger}
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	svc.Dispatcher = sched
+	if err := sched.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+		_ = sched.Shutdown(context.Background(), time.Second)
+	})
+	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Logger: logger})))
+	t.Cleanup(srv.Close)
+	ctx := t.Context()
+	if _, _, err := svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateOnThread(ctx, "s1", runs.ThreadRunRequest{Graph: "gate"}); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newBrowser(t)
+	b.run("open the thread", chromedp.Navigate(srv.URL+"/#/threads/s1"),
+		chromedp.WaitVisible(`//div[@id="chat-live"]//div[@class="text"][. = "Thinking about it"]`))
+	b.shot("chat-streaming")
+	close(gate)
+	b.run("see it end", chromedp.WaitVisible(chromedp.CSS(`#thread-status [data-status="idle"]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#chat-live`)))
+	b.waitText(`#chat`, `"done"`)
+	b.clean("chat stream")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -264,6 +265,7 @@ func (b *Builder[S]) Compile(opts ...CompileOption) (*Graph, error) {
 		name:        b.name,
 		description: b.description,
 		channels:    b.schema.names(),
+		stateType:   reflect.TypeFor[S](),
 		reducers:    make(map[string]Reducer),
 		nodes:       make(map[string]*node, len(b.nodes)),
 		order:       slices.Clone(b.order),
@@ -569,6 +571,7 @@ type Graph struct {
 	maxSteps    int
 	concurrency int
 	decl        declarations // UsageChannel, TextInput (declare.go)
+	stateType   reflect.Type // the state struct S of NewGraph[S]
 
 	// Bound by the typed builder.
 	startRoutes func(ctx context.Context, values map[string]json.RawMessage) ([]Trigger, error)
@@ -592,6 +595,10 @@ func (g *Graph) Name() string { return g.name }
 
 // Description returns the graph's description.
 func (g *Graph) Description() string { return g.description }
+
+// StateType returns the state struct type the graph was built with
+// (S of [NewGraph]), for deriving its input schema.
+func (g *Graph) StateType() reflect.Type { return g.stateType }
 
 // Channels returns the names of the state's channels.
 func (g *Graph) Channels() []string { return slices.Clone(g.channels) }

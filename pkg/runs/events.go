@@ -1,6 +1,11 @@
 package runs
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
@@ -81,7 +86,7 @@ func changes(old, r Run, at time.Time) []Event {
 		add(EventCancelRequested, "")
 	}
 	if resumed {
-		add(EventResumeRequested, "")
+		add(EventResumeRequested, answerDetail(r.Resume))
 	}
 	if statusChanged && !(resumed && r.Status == pregel.RunPending) {
 		var detail string
@@ -96,6 +101,41 @@ func changes(old, r Run, at time.Time) []Event {
 		add(EventType(r.Status), detail)
 	}
 	return evs
+}
+
+// answerDetail is the detail of a resume_requested event: the answer it
+// gave, so that a run's history shows what was answered; "" without one.
+func answerDetail(rr *ResumeRequest) string {
+	const max = 300
+	if rr == nil {
+		return ""
+	}
+	var b strings.Builder
+	if len(rr.Value) > 0 {
+		b.WriteString("answer: ")
+		b.Write(compactAnswer(rr.Value))
+	}
+	for _, id := range slices.Sorted(maps.Keys(rr.Values)) {
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString("answer to " + id + ": ")
+		b.Write(compactAnswer(rr.Values[id]))
+	}
+	if r := []rune(b.String()); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return b.String()
+}
+
+// compactAnswer is raw without insignificant space, or raw as is when it
+// is not JSON.
+func compactAnswer(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
 }
 
 // appendEvents adds evs to r's history, keeping at most MaxEvents: the

@@ -50,6 +50,7 @@ type harness struct {
 	stdin   string
 	tty     bool
 	signals chan os.Signal
+	opts    []Option // after the test graphs
 }
 
 func newHarness(t *testing.T) *harness {
@@ -79,7 +80,7 @@ func (h *harness) run(args ...string) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := Run(ctx, env, args, testGraphs(env.Getenv))
+	code := Run(ctx, env, args, append([]Option{testGraphs(env.Getenv)}, h.opts...)...)
 	return result{code: code, stdout: out.String(), stderr: errb.String()}
 }
 

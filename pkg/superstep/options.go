@@ -28,6 +28,7 @@ type settings struct {
 	function    string
 	lambdaStart func(handler any) // tests replace lambda.Start
 	initCmd     bool
+	name        string // the program's name in help and hints
 
 	reg *runs.Registry // built by Run from builders
 }
@@ -36,6 +37,11 @@ type route struct {
 	pattern string
 	handler http.Handler
 }
+
+// WithName sets the program's name as its help and hints show it
+// ("resume it with: NAME resume …"). [Main] sets it to the base name of
+// the executable (os.Args[0]); [Run] defaults to "superstep".
+func WithName(name string) Option { return func(s *settings) { s.name = name } }
 
 // WithGraphs adds the graphs the program serves, each given by the
 // function that compiles it, such as

@@ -22,6 +22,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/mattn/go-isatty"
@@ -95,7 +97,48 @@ func (e Env) interactive() bool {
 // set), it serves the Lambda function named by [WithFunction] or by the
 // [FunctionEnv] variable instead, until Lambda stops the process.
 func Main(opts ...Option) {
-	os.Exit(Run(context.Background(), OSEnv(), os.Args[1:], opts...))
+	os.Exit(Run(context.Background(), OSEnv(), os.Args[1:], append([]Option{WithName(programName(os.Args[0]))}, opts...)...))
+}
+
+// programName is the name a program is called by: the base name of the
+// executable, without ".exe"; "superstep" when there is none.
+func programName(arg0 string) string {
+	name := strings.TrimSuffix(filepath.Base(arg0), ".exe")
+	if name == "" || name == "." || name == string(filepath.Separator) {
+		return defaultName
+	}
+	return name
+}
+
+// defaultName is the program's name when no option sets it.
+const defaultName = "superstep"
+
+// progName is the name of the program env runs in, for help and hints.
+func progName(env Env) string {
+	if env.s == nil || env.s.name == "" {
+		return defaultName
+	}
+	return env.s.name
+}
+
+// renamer replaces "superstep" by name where a text shows a command line
+// to type: at the start of an indented line, or after a quote.
+func renamer(name string) *strings.Replacer {
+	return strings.NewReplacer("  superstep ", "  "+name+" ", `"superstep `, `"`+name+" ", "'superstep ", "'"+name+" ")
+}
+
+// rename puts name in place of "superstep" where the commands' help
+// shows a command line to type.
+func rename(c *cobra.Command, name string) {
+	if name == defaultName {
+		return
+	}
+	r := renamer(name)
+	c.Example = r.Replace(c.Example)
+	c.Long = r.Replace(c.Long)
+	for _, sub := range c.Commands() {
+		rename(sub, name)
+	}
 }
 
 // Run runs the superstep command with args (without the program name) on
@@ -127,9 +170,11 @@ func Run(ctx context.Context, env Env, args []string, opts ...Option) int {
 		ee = &ExitError{Code: ExitUsage, Err: err}
 	}
 	if ee.Err != nil && !ee.Silent {
-		fmt.Fprintf(env.Stderr, "Error: %v\n", ee.Err)
+		// Errors name commands to type ('superstep graph list'): as this
+		// program is called.
+		fmt.Fprintf(env.Stderr, "Error: %s\n", renamer(progName(env)).Replace(ee.Err.Error()))
 		if ee.Code == ExitUsage && ee.Hint != "" {
-			fmt.Fprintln(env.Stderr, ee.Hint)
+			fmt.Fprintln(env.Stderr, renamer(progName(env)).Replace(ee.Hint))
 		}
 	}
 	return ee.Code
@@ -152,7 +197,7 @@ func New(env Env) *cobra.Command {
 		env.s.reg, _ = runs.NewRegistry()
 	}
 	root := &cobra.Command{
-		Use:   "superstep",
+		Use:   progName(env),
 		Short: "Durable Pregel-style agent graphs",
 		Long: `superstep runs durable, Pregel-style agent graphs.
 
@@ -186,6 +231,7 @@ threads".`,
 	if env.s.initCmd {
 		root.AddCommand(newInitCmd(env))
 	}
+	rename(root, progName(env))
 	return root
 }
 

@@ -157,7 +157,7 @@ signal handling are those of "superstep run".
 			defer ls.Close()
 			cp, err := ls.cp.Load(c.Context(), runID, pregel.Latest)
 			if errors.Is(err, pregel.ErrNotFound) {
-				return badInput(fmt.Errorf("run %q is not in %s; list runs with 'superstep runs list' on a dev server over this directory", runID, f.store))
+				return badInput(fmt.Errorf("run %q is not in %s; list runs with '%s runs list' on a dev server over this directory", runID, f.store, progName(env)))
 			}
 			if err != nil {
 				return failed(fmt.Errorf("load run %q: %w", runID, err))
@@ -521,11 +521,11 @@ func (s *session) report(ctx context.Context, res *pregel.Result) error {
 	}
 	switch res.Status {
 	case pregel.RunInterrupted:
-		fmt.Fprintf(s.env.Stderr, "run %s is interrupted; answer and resume it with:\n  superstep resume %s%s --answer VALUE\n", res.RunID, res.RunID, store)
+		fmt.Fprintf(s.env.Stderr, "run %s is interrupted; answer and resume it with:\n  %s resume %s%s --answer VALUE\n", res.RunID, progName(s.env), res.RunID, store)
 	case pregel.RunDrained:
-		fmt.Fprintf(s.env.Stderr, "run %s drained (%s); resume it with:\n  superstep resume %s%s\n", res.RunID, res.DrainReason, res.RunID, store)
+		fmt.Fprintf(s.env.Stderr, "run %s drained (%s); resume it with:\n  %s resume %s%s\n", res.RunID, res.DrainReason, progName(s.env), res.RunID, store)
 	case pregel.RunCancelled:
-		fmt.Fprintf(s.env.Stderr, "run %s was cancelled after step %d; resume it with:\n  superstep resume %s%s\n", res.RunID, res.Step, res.RunID, store)
+		fmt.Fprintf(s.env.Stderr, "run %s was cancelled after step %d; resume it with:\n  %s resume %s%s\n", res.RunID, res.Step, progName(s.env), res.RunID, store)
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ requests). With --json, the server's answer for the run with its
 				}
 				return writeRaw(env.Stdout, raw)
 			}
-			return writeRunDetail(env.Stdout, d, evs)
+			return writeRunDetail(env.Stdout, progName(env), d, evs)
 		},
 	}
 	return c
@@ -182,7 +182,9 @@ func withEvents(detail []byte, evs api.EventList) ([]byte, error) {
 }
 
 // writeRunDetail prints a run and its events for people.
-func writeRunDetail(w io.Writer, d api.RunDetail, evs api.EventList) error {
+// An agent's run shows its answer and tool calls rather than its whole
+// state (--json has the state).
+func writeRunDetail(w io.Writer, prog string, d api.RunDetail, evs api.EventList) error {
 	tw := newTable(w)
 	c := d.Counters
 	fmt.Fprintf(tw, "Run:\t%s\n", d.RunID)
@@ -218,18 +220,33 @@ func writeRunDetail(w io.Writer, d api.RunDetail, evs api.EventList) error {
 		return err
 	}
 	if len(d.Interrupts) > 0 {
-		fmt.Fprintln(w, "\nWaiting for an answer (superstep runs resume "+d.RunID+" --answer VALUE):")
-		for _, in := range d.Interrupts {
-			fmt.Fprintf(w, "  %s (interrupt %s):\n    %s\n", in.Node, in.ID, indentJSON(in.Value, "    "))
+		writeWaiting(w, prog, d.RunID, d.Interrupts)
+	}
+	if !writeAnswer(w, d.Values) {
+		raw, err := marshal(d.Values)
+		if err != nil {
+			return fmt.Errorf("encode state: %w", err)
 		}
+		fmt.Fprintf(w, "\nState:\n%s\n", indentJSON(raw, ""))
 	}
-	raw, err := marshal(d.Values)
-	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
-	}
-	fmt.Fprintf(w, "\nState:\n%s\n", indentJSON(raw, ""))
 	fmt.Fprintln(w, "\nEvents:")
 	return writeEventTable(w, evs)
+}
+
+// writeWaiting prints the questions a run waits on, why their last
+// answers were refused, and how to answer.
+func writeWaiting(w io.Writer, prog, runID string, ins []pregel.InterruptInfo) {
+	fmt.Fprintf(w, "\nWaiting for an answer (%s runs resume %s --answer VALUE):\n", prog, runID)
+	for _, in := range ins {
+		if call, ok := approvalCall(in.Value); ok {
+			fmt.Fprintf(w, "  %s (interrupt %s) asks to approve the call:\n    %s\n    answer approve, reject, a reason to reject, or {\"decision\": \"edit\", \"input\": {the arguments}}\n", in.Node, in.ID, callText(call))
+		} else {
+			fmt.Fprintf(w, "  %s (interrupt %s):\n    %s\n", in.Node, in.ID, indentJSON(in.Value, "    "))
+		}
+		if in.Error != "" {
+			fmt.Fprintf(w, "    The last answer was refused: %s\n", oneLine(in.Error, 300))
+		}
+	}
 }
 
 // writeEventTable prints a run's history as a table; dropped events are
@@ -303,6 +320,18 @@ func showRunResult(env Env, f *serverFlags, cl *client, c *cobra.Command, r api.
 		fmt.Fprintf(env.Stdout, "run %s of %s %s: %s at step %d\n", r.RunID, r.Graph, verb, r.Status, r.Step)
 		if note := runNote(r); note != "" {
 			fmt.Fprintf(env.Stdout, "  %s\n", note)
+		}
+		if wf != nil && wf.wait && (r.Status == pregel.RunCompleted || r.Status == pregel.RunInterrupted) {
+			// What the run stopped with: an agent's answer, the
+			// questions it waits on.
+			var d api.RunDetail
+			if _, err := cl.do(c.Context(), http.MethodGet, "/v1/runs/"+url.PathEscape(r.RunID), nil, nil, &d); err != nil {
+				return err
+			}
+			writeAnswer(env.Stdout, d.Values)
+			if len(d.Interrupts) > 0 {
+				writeWaiting(env.Stdout, progName(env), d.RunID, d.Interrupts)
+			}
 		}
 	}
 	if wf != nil && wf.wait {

@@ -345,7 +345,7 @@ thread continue from there; THREAD_ID is unchanged. Nothing is copied.`,
 		Args: exactArgs("THREAD_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if c.Flags().Changed("step") && run == "" {
-				return usageErr(c, fmt.Errorf("--step needs --run: a step belongs to a run ('superstep threads history %s' lists both)", args[0]))
+				return usageErr(c, fmt.Errorf("--step needs --run: a step belongs to a run ('%s threads history %s' lists both)", progName(env), args[0]))
 			}
 			meta, err := readMetadata(c, metadata, env.Stdin)
 			if err != nil {

@@ -114,7 +114,7 @@ func TestRunsWatch(t *testing.T) {
 		`(?m)^  model\s+completed\s+\S+$`,
 		`(?m)^  tools\s+interrupted\s+\S+$`,
 		`(?m)^run interrupted at step \d+ after \S+$`,
-		`(?m)^Waiting for an answer \(superstep runs resume a1 --answer VALUE\):\n  tools \(interrupt \S+\):\n    \{\n      "kind": "tool_approval"`,
+		`(?m)^Waiting for an answer \(superstep runs resume a1 --answer VALUE\):\n  tools \(interrupt \S+\) asks to approve the call:\n    refund \{"order_id":"A-1001","cents":4500,"reason":"customer request"\}\n`,
 	} {
 		if !regexpMatch(re, r.stdout) {
 			t.Errorf("watch of an interrupted run does not match %s:\n%s", re, r.stdout)

@@ -97,7 +97,7 @@ func watchRun(ctx context.Context, env Env, asJSON bool, cl *client, id string) 
 	}
 	end, err := cl.follow(ctx, id, o)
 	if errors.Is(err, errNoStream) {
-		return failed(fmt.Errorf("the server at %s does not stream runs; use 'superstep runs show %s'", cl.base, id))
+		return failed(fmt.Errorf("the server at %s does not stream runs; use '%s runs show %s'", cl.base, progName(env), id))
 	}
 	if err != nil {
 		return err
@@ -111,7 +111,7 @@ func watchRun(ctx context.Context, env Env, asJSON bool, cl *client, id string) 
 			return err
 		}
 	} else {
-		writeEnd(env.Stdout, end)
+		writeEnd(env.Stdout, progName(env), end)
 	}
 	if code := ExitCode(end.Status); code != ExitOK {
 		return &ExitError{Code: code, Silent: true}
@@ -129,15 +129,12 @@ func rawOrString(data []byte) json.RawMessage {
 }
 
 // writeEnd prints what the user can do about a run that stopped.
-func writeEnd(w io.Writer, end api.StreamEnd) {
+func writeEnd(w io.Writer, prog string, end api.StreamEnd) {
 	switch end.Status {
 	case pregel.RunInterrupted:
-		fmt.Fprintf(w, "\nWaiting for an answer (superstep runs resume %s --answer VALUE):\n", end.RunID)
-		for _, in := range end.Interrupts {
-			fmt.Fprintf(w, "  %s (interrupt %s):\n    %s\n", in.Node, in.ID, indentJSON(in.Value, "    "))
-		}
+		writeWaiting(w, prog, end.RunID, end.Interrupts)
 	case pregel.RunDrained:
-		fmt.Fprintf(w, "run %s drained at step %d; continue it with: superstep runs resume %s\n", end.RunID, end.Step, end.RunID)
+		fmt.Fprintf(w, "run %s drained at step %d; continue it with: %s runs resume %s\n", end.RunID, end.Step, prog, end.RunID)
 	case pregel.RunFailed:
 		if end.FailedNode != "" {
 			fmt.Fprintf(w, "run %s failed in node %s: %s\n", end.RunID, end.FailedNode, oneLine(end.Error, 200))

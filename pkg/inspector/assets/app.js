@@ -7,6 +7,9 @@
 //   #/graphs/NAME                 one graph: its drawing, nodes, channels; start a run
 //   #/runs?graph=&status=&context_id=&page_token=   the runs, newest first
 //   #/runs/ID?step=N              one run at step N (default: follow the latest)
+//   #/threads                     the threads (conversations)
+//   #/threads/ID?graph=NAME       one thread as a chat: messages, approvals,
+//                                 the next message, history by step, fork, edit state
 'use strict';
 
 (() => {
@@ -421,7 +424,9 @@
       else if (parts[0] === 'graphs' && parts.length === 2) await graphPage(view, parts[1]);
       else if (parts[0] === 'runs' && parts.length === 1) runsPage(view, query);
       else if (parts[0] === 'runs' && parts.length === 2) runPage(view, parts[1], query);
-      else throw new Error('there is no page at #' + raw + '; see #/graphs or #/runs');
+      else if (parts[0] === 'threads' && parts.length === 1) await threadsPage(view);
+      else if (parts[0] === 'threads' && parts.length === 2) threadPage(view, parts[1], query);
+      else throw new Error('there is no page at #' + raw + '; see #/graphs, #/runs or #/threads');
     } catch (e) {
       put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
       showError(e.message);
@@ -521,27 +526,87 @@
     return out;
   }
 
+  // schemaFields builds one field per property of an input schema (text,
+  // number, checkbox, or JSON for lists and objects); onChange receives
+  // the object the fields make, or an error text.
+  function schemaFields(schema, onChange) {
+    const props = (schema && schema.properties) || {};
+    const typeOf = (p) => [].concat(p.type || []).filter((t) => t !== 'null')[0] || '';
+    const fields = Object.entries(props).map(([name, p]) => {
+      const t = typeOf(p);
+      let el;
+      if (t === 'boolean') el = h('input', { type: 'checkbox' });
+      else if (t === 'integer' || t === 'number') el = h('input', { type: 'number', step: t === 'integer' ? '1' : 'any', size: 10 });
+      else if (t === 'string') el = h('input', { type: 'text', size: 30 });
+      else el = h('textarea', { class: 'json-field', spellcheck: 'false', placeholder: t === 'array' ? '[ … ] (JSON)' : '{ … } (JSON)' });
+      el.dataset.field = name;
+      el.addEventListener('input', () => onChange(collect()));
+      return { name, t, el, p };
+    });
+    const collect = () => {
+      const out = {};
+      for (const { name, t, el } of fields) {
+        if (t === 'boolean') {
+          if (el.checked) out[name] = true;
+        } else if (el.value.trim() === '') {
+          continue;
+        } else if (t === 'integer' || t === 'number') {
+          out[name] = Number(el.value);
+        } else if (t === 'string') {
+          out[name] = el.value;
+        } else {
+          try {
+            out[name] = JSON.parse(el.value);
+          } catch (e) {
+            return 'the field ' + name + ' is not valid JSON (' + e.message + ')';
+          }
+        }
+      }
+      return out;
+    };
+    return fields.map(({ name, t, el, p }) => h('label', { class: 'field' },
+      h('span', { class: 'mono', text: name }), ' ', h('span', { class: 'muted', text: (t || 'any') + (p.description ? ' — ' + p.description : '') }), el));
+  }
+
+  // startForm starts a run: plain text for graphs that take it, fields
+  // generated from the graph's input schema, or the input as JSON (the
+  // fields fill it in).
   function startForm(g) {
     const input = h('textarea', { id: 'start-input', spellcheck: 'false', 'aria-label': 'run input (JSON)' });
     input.value = '{}';
+    const text = g.text_channel ? h('textarea', { id: 'start-text', placeholder: 'Say something…', 'aria-label': 'message (plain text)' }) : null;
+    const fieldNote = h('div', { class: 'muted field-note' });
+    const fields = g.input_schema ? schemaFields(g.input_schema, (v) => {
+      if (typeof v === 'string') {
+        fieldNote.textContent = 'Not filled in: ' + v + '.';
+        return;
+      }
+      fieldNote.textContent = '';
+      input.value = JSON.stringify(v, null, 2);
+    }) : [];
     const runId = h('input', { type: 'text', id: 'start-run-id', placeholder: 'optional', size: 14 });
     const ctx = h('input', { type: 'text', id: 'start-context-id', placeholder: 'optional', size: 14 });
     const submit = async (ev) => {
       ev.preventDefault();
       clearError();
-      const text = input.value.trim() || '{}';
-      let parsed;
-      try {
-        parsed = JSON.parse(text);
-      } catch (e) {
-        showError('The input is not valid JSON: ' + e.message + '. Give a JSON object of channel values, e.g. {"' + (g.channels[0] || 'channel') + '": …}. Nothing was sent.');
-        return;
+      let body;
+      if (text && text.value.trim()) {
+        body = '{"input":' + JSON.stringify(text.value);
+      } else {
+        const raw = input.value.trim() || '{}';
+        let parsed;
+        try {
+          parsed = JSON.parse(raw);
+        } catch (e) {
+          showError('The input is not valid JSON: ' + e.message + '. Give a JSON object of channel values, e.g. {"' + (g.channels[0] || 'channel') + '": …}. Nothing was sent.');
+          return;
+        }
+        if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+          showError('The input must be a JSON object of channel values (channels: ' + g.channels.join(', ') + '), not ' + (Array.isArray(parsed) ? 'an array' : typeof parsed === 'object' ? 'null' : 'a ' + typeof parsed) + '. Nothing was sent.');
+          return;
+        }
+        body = '{"input":' + raw; // the input exactly as typed
       }
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-        showError('The input must be a JSON object of channel values (channels: ' + g.channels.join(', ') + '), not ' + (Array.isArray(parsed) ? 'an array' : typeof parsed === 'object' ? 'null' : 'a ' + typeof parsed) + '. Nothing was sent.');
-        return;
-      }
-      let body = '{"input":' + text; // the input exactly as typed
       if (runId.value.trim()) body += ',"run_id":' + JSON.stringify(runId.value.trim());
       if (ctx.value.trim()) body += ',"context_id":' + JSON.stringify(ctx.value.trim());
       body += '}';
@@ -554,7 +619,10 @@
     };
     return h('form', { class: 'panel', id: 'start-form', onsubmit: submit },
       h('h2', { text: 'Start a run' }),
-      h('label', { for: 'start-input', text: 'Input: a JSON object of channel values (' + g.channels.join(', ') + ')' }),
+      text ? [h('label', { for: 'start-text', text: 'Message (plain text; it becomes the first user message)' }), text,
+        h('p', { class: 'muted' }, 'Or hold a conversation on a thread: ', h('a', { href: '#/threads', text: 'Threads →' }))] : null,
+      fields.length ? h('details', { class: 'fields', open: !text }, h('summary', { text: 'Input fields (from the graph\'s input schema)' }), fields, fieldNote) : null,
+      h('label', { for: 'start-input', text: 'Input as JSON: an object of channel values (' + g.channels.join(', ') + ')' + (fields.length ? '; the fields fill it in' : '') }),
       input,
       h('div', { class: 'row' },
         h('label', {}, 'run id ', runId), h('label', {}, 'thread (context id) ', ctx),
@@ -789,13 +857,19 @@
 
     const renderControls = () => {
       const r = st.run;
-      const key = [r.status, r.drain_requested, r.cancel_requested, (r.interrupts || []).map((i) => i.id).join(',')].join('|');
+      const key = [r.status, r.drain_requested, r.cancel_requested, (r.interrupts || []).map((i) => i.id + ':' + (i.error || '')).join(',')].join('|');
       if (key === st.controlsKey) return;
       st.controlsKey = key;
       const live = r.status === 'pending' || r.status === 'running';
       const reason = h('input', { type: 'text', id: 'drain-reason', placeholder: 'reason (optional)', size: 22 });
       const parts = [h('h2', { text: 'Controls' })];
-      if (r.status === 'interrupted') parts.push(interruptForm(r, (body) => action('Answering the interrupt', 'POST', '/v1/runs/' + enc(id) + '/resume', body)));
+      if (r.status === 'interrupted') {
+        const answer = (body) => action('Answering the interrupt', 'POST', '/v1/runs/' + enc(id) + '/resume', body);
+        for (const it of r.interrupts || []) {
+          if (isApproval(it.value)) parts.push(approvalCard(it, (value) => answer(resumeBody(r, it.id, value))));
+        }
+        parts.push(interruptForm(r, answer));
+      }
       parts.push(h('form', { class: 'inline', onsubmit: (ev) => {
         ev.preventDefault();
         action('Drain', 'POST', '/v1/runs/' + enc(id) + '/drain', JSON.stringify(reason.value.trim() ? { reason: reason.value.trim() } : {}));
@@ -1052,9 +1126,371 @@
       fields.map(({ it, answer, mode }) => h('div', { class: 'interrupt' },
         h('div', {}, h('b', { text: it.node }), ' asks ', h('span', { class: 'muted mono', text: '(' + it.id + ')' })),
         payloadView(it.value),
+        it.error && !isApproval(it.value) ? h('div', { class: 'refused', role: 'status' }, h('b', { text: 'Your last answer was refused: ' }), refusal(it.error)) : null,
         h('div', { class: 'row' }, h('label', {}, 'answer as ', mode)),
         answer)),
       h('button', { type: 'submit', id: 'answer', text: 'Answer and resume' }));
+  }
+
+  // ---- Agents: approvals, threads and the chat view. ----
+
+  // checkSchema checks v against a JSON Schema (the subset tools' schemas
+  // use: type, properties, required, additionalProperties, items, enum,
+  // minimum, maximum) and returns what does not fit, one text each.
+  function checkSchema(schema, v, path) {
+    const at = path || 'the arguments';
+    if (!schema || typeof schema !== 'object') return [];
+    const kind = (x) => (x === null ? 'null' : Array.isArray(x) ? 'array' : Number.isInteger(x) ? 'integer' : typeof x);
+    const types = schema.type === undefined ? [] : [].concat(schema.type);
+    if (types.length && !types.some((t) => t === kind(v) || (t === 'number' && kind(v) === 'integer'))) {
+      return [at + ' must be ' + types.join(' or ') + ', not ' + kind(v)];
+    }
+    const errs = [];
+    if (schema.enum && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(v))) errs.push(at + ' must be one of ' + schema.enum.map((e) => JSON.stringify(e)).join(', '));
+    if (typeof v === 'number') {
+      if (typeof schema.minimum === 'number' && v < schema.minimum) errs.push(at + ' must be at least ' + schema.minimum);
+      if (typeof schema.maximum === 'number' && v > schema.maximum) errs.push(at + ' must be at most ' + schema.maximum);
+    }
+    if (kind(v) === 'object') {
+      const props = schema.properties || {};
+      for (const r of schema.required || []) if (!(r in v)) errs.push(at + ' lack "' + r + '"');
+      for (const [k, x] of Object.entries(v)) {
+        if (props[k]) errs.push(...checkSchema(props[k], x, '"' + k + '"'));
+        else if (schema.additionalProperties === false) errs.push('"' + k + '" is not an argument of this tool (it takes ' + Object.keys(props).join(', ') + ')');
+      }
+    }
+    if (kind(v) === 'array' && schema.items) v.forEach((x, i) => errs.push(...checkSchema(schema.items, x, at + '[' + i + ']')));
+    return errs;
+  }
+
+  // refusal is why an answer was refused (an interrupt's error), without
+  // the engine's own "the answer was refused: " in front.
+  function refusal(err) {
+    return String(err).replace(/^the answer was refused: /, '');
+  }
+
+  // isApproval tells an agent's tool approval request (pkg/agent).
+  function isApproval(v) {
+    return v && typeof v === 'object' && v.kind === 'tool_approval' && v.tool_call && typeof v.tool_call.name === 'string';
+  }
+
+  // approvalCard shows a tool call waiting for approval with its three
+  // answers; answer receives the decision as JSON text.
+  function approvalCard(it, answer) {
+    const call = it.value.tool_call;
+    const reason = h('input', { type: 'text', class: 'reject-reason', placeholder: 'why (told to the model)', size: 30, 'aria-label': 'reason to reject' });
+    const edit = h('textarea', { class: 'edit-args', spellcheck: 'false', 'aria-label': 'arguments to call ' + call.name + ' with' });
+    edit.value = pretty(call.input === undefined ? {} : call.input);
+    const editForm = h('div', { class: 'edit-box', hidden: true },
+      h('label', { text: 'Arguments (checked against the tool\'s schema before sending)' }), edit,
+      h('div', { class: 'row' }, h('button', { type: 'button', class: 'send-edit', text: 'Send edited arguments', onclick: () => {
+        clearError();
+        let input;
+        try {
+          input = JSON.parse(edit.value);
+        } catch (e) {
+          showError('The edited arguments are not valid JSON (' + e.message + '). Nothing was sent.');
+          return;
+        }
+        const errs = checkSchema(it.value.input_schema || { type: 'object' }, input);
+        if (errs.length) {
+          showError('The edited arguments do not fit the tool ' + call.name + ': ' + errs.join('; ') + '. Nothing was sent.');
+          return;
+        }
+        answer(JSON.stringify({ decision: 'edit', input }));
+      } })));
+    return h('div', { class: 'approval', 'data-interrupt': it.id },
+      h('div', {}, h('b', { text: it.node }), ' asks to approve a call of ', h('b', { class: 'mono', text: call.name })),
+      h('pre', { class: 'tool-args', text: pretty(call.input === undefined ? {} : call.input) }),
+      it.error ? h('div', { class: 'refused', role: 'status' }, h('b', { text: 'Your last answer was refused: ' }), refusal(it.error)) : null,
+      h('div', { class: 'row' },
+        h('button', { type: 'button', class: 'approve', text: 'Approve', onclick: () => answer('{"decision":"approve"}') }),
+        reason,
+        h('button', { type: 'button', class: 'reject danger', text: 'Reject', onclick: () => answer(JSON.stringify(reason.value.trim() ? { decision: 'reject', message: reason.value.trim() } : { decision: 'reject' })) }),
+        h('button', { type: 'button', class: 'edit secondary', text: 'Edit…', onclick: () => {
+          editForm.hidden = !editForm.hidden;
+        } })),
+      editForm);
+  }
+
+  // resumeBody is the body of a resume request answering interrupt id
+  // of run with value (JSON text).
+  function resumeBody(run, id, value) {
+    return (run.interrupts || []).length <= 1 ? '{"resume":' + value + '}' : '{"resume_by_id":{' + JSON.stringify(id) + ':' + value + '}}';
+  }
+
+  // blockText is the text of a message's text blocks.
+  function blockText(m) {
+    return (m.content || []).filter((b) => typeof b.text === 'string').map((b) => b.text).join('\n');
+  }
+
+  // conversationView shows messages: the user's and the assistant's text
+  // as bubbles, each tool call folded with its result.
+  function conversationView(msgs) {
+    const results = new Map();
+    for (const m of msgs) for (const b of m.content || []) if (b.tool_result) results.set(b.tool_result.tool_call_id, b.tool_result);
+    const out = [];
+    for (const m of msgs) {
+      if ((m.content || []).every((b) => b.tool_result)) continue; // shown with their calls
+      const text = blockText(m);
+      const calls = (m.content || []).filter((b) => b.tool_call).map((b) => b.tool_call);
+      const kids = [];
+      if (text) kids.push(h('div', { class: 'text', text }));
+      for (const c of calls) {
+        const r = results.get(c.id);
+        kids.push(h('details', { class: 'tool-call', 'data-tool': c.name },
+          h('summary', {}, h('span', { class: 'mono', text: c.name }), ' ', h('span', { class: 'muted mono', text: JSON.stringify(c.input === undefined ? {} : c.input) }), ' ',
+            r ? (r.error ? h('span', { class: 'badge s-failed', text: 'error' }) : h('span', { class: 'badge s-completed', text: r.edited_input ? 'done (edited)' : 'done' })) : h('span', { class: 'badge', text: 'no result' })),
+          r && r.edited_input ? h('div', {}, 'ran with edited arguments ', h('span', { class: 'mono', text: JSON.stringify(r.edited_input) })) : null,
+          h('pre', { text: r ? r.content : 'no result yet' })));
+      }
+      if (kids.length) out.push(h('div', { class: 'msg ' + (m.role || 'user'), 'data-role': m.role }, h('div', { class: 'who', text: m.role }), kids));
+    }
+    return out.length ? out : [h('p', { class: 'muted', text: 'No messages yet: send the first one below.' })];
+  }
+
+  async function threadsPage(view) {
+    const my = page;
+    const [list, graphs] = await Promise.all([api('GET', '/v1/threads?limit=100'), api('GET', '/v1/graphs')]);
+    if (my !== page) return;
+    const id = h('input', { type: 'text', id: 'new-thread-id', placeholder: 'optional', size: 16 });
+    const create = async (ev) => {
+      ev.preventDefault();
+      clearError();
+      try {
+        const t = await api('POST', '/v1/threads', JSON.stringify(id.value.trim() ? { thread_id: id.value.trim() } : {}));
+        go('#/threads/' + enc(t.thread_id));
+      } catch (e) {
+        showError('The thread was not created: ' + e.message);
+      }
+    };
+    const agents = graphs.graphs.filter((g) => g.text_channel).map((g) => g.name);
+    put(view,
+      h('h1', { text: 'Threads' }),
+      h('p', { class: 'muted', text: 'A thread is a conversation: each run on it starts from its latest state.' + (agents.length ? ' Graphs that chat: ' + agents.join(', ') + '.' : '') }),
+      h('form', { class: 'panel inline', id: 'new-thread', onsubmit: create }, h('label', {}, 'New thread, id ', id), h('button', { type: 'submit', id: 'create-thread', text: 'Create thread' })),
+      list.threads.length === 0 ? h('p', { class: 'muted', text: 'No threads yet.' }) :
+        h('table', { id: 'threads' },
+          h('tr', {}, ['thread', 'status', 'updated', 'forked from', 'active run'].map((t) => h('th', { text: t }))),
+          list.threads.map((t) => h('tr', { class: 'clickable', 'data-thread': t.thread_id, onclick: () => go('#/threads/' + enc(t.thread_id)) },
+            h('td', {}, h('a', { class: 'mono', href: '#/threads/' + enc(t.thread_id), text: t.thread_id })),
+            h('td', {}, badge(t.status || 'idle')),
+            h('td', { text: when(t.updated_at) }),
+            h('td', { class: 'mono', text: t.forked_from || '' }),
+            h('td', { class: 'mono', text: t.active_run_id || '' })))));
+  }
+
+  // threadPage is the chat view of a thread: its conversation, the
+  // approvals its run waits on, a box sending the next message, its
+  // history by step (fork from a step) and a form editing its state.
+  function threadPage(view, id, query) {
+    const my = page;
+    const base = '/v1/threads/' + enc(id);
+    const ui = {
+      header: h('div', { id: 'thread-header' }),
+      chat: h('div', { id: 'chat', class: 'chat' }),
+      live: h('div', { id: 'chat-live', class: 'msg assistant streaming', hidden: true }),
+      waiting: h('div', { id: 'approvals' }),
+      usage: h('div', { id: 'thread-usage', class: 'muted' }),
+      history: h('div', { id: 'thread-history' }),
+      runs: h('div', { id: 'thread-runs' }),
+    };
+    const st = { thread: null, graphs: null, graph: null, run: null, key: '', histKey: '', streamFor: '', lastEventId: 0, sending: false };
+    let sub = null; // the feed following the active run's stream
+
+    const graphSel = h('select', { id: 'chat-graph', 'aria-label': 'graph' });
+    const strategy = h('select', { id: 'chat-strategy', 'aria-label': 'when the thread is busy' },
+      [['reject', 'refuse while busy'], ['enqueue', 'queue after the active run'], ['interrupt', 'interrupt the active run'], ['rollback', 'roll back the active run']].map(([v, t]) => h('option', { value: v, text: v + ': ' + t })));
+    const box = h('textarea', { id: 'chat-input', placeholder: 'Message…', 'aria-label': 'message' });
+    const send = async (ev) => {
+      ev.preventDefault();
+      clearError();
+      const text = box.value.trim();
+      if (!text) {
+        showError('The message is empty: type something to send. Nothing was sent.');
+        return;
+      }
+      if (!graphSel.value) {
+        showError('Choose the graph to run on this thread. Nothing was sent.');
+        return;
+      }
+      try {
+        await api('POST', base + '/runs', JSON.stringify({ graph: graphSel.value, input: text, strategy: strategy.value }));
+        box.value = '';
+      } catch (e) {
+        showError('The message was not sent: ' + e.message);
+        return;
+      }
+      st.key = '';
+      feed.soon();
+    };
+    const sendForm = h('form', { id: 'chat-send', class: 'panel', onsubmit: send },
+      box, h('div', { class: 'row' }, h('label', {}, 'graph ', graphSel), h('label', {}, 'if busy ', strategy), h('button', { type: 'submit', id: 'chat-submit', text: 'Send' })));
+
+    const asNode = h('select', { id: 'edit-as-node', 'aria-label': 'as node' });
+    const values = h('textarea', { id: 'edit-values', spellcheck: 'false', 'aria-label': 'values (JSON)' });
+    const editState = async (ev) => {
+      ev.preventDefault();
+      clearError();
+      let parsed;
+      try {
+        parsed = JSON.parse(values.value);
+      } catch (e) {
+        showError('The values are not valid JSON (' + e.message + '). Nothing was sent.');
+        return;
+      }
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+        showError('The values must be a JSON object of channel values. Nothing was sent.');
+        return;
+      }
+      try {
+        await api('POST', base + '/state', JSON.stringify({ graph: graphSel.value, as_node: asNode.value, values: parsed }));
+      } catch (e) {
+        showError('The state was not updated: ' + e.message);
+        return;
+      }
+      st.key = '';
+      st.histKey = '';
+      feed.soon();
+    };
+    const editForm = h('form', { id: 'edit-state', class: 'panel', onsubmit: editState },
+      h('h2', { text: 'Edit state' }),
+      h('p', { class: 'muted', text: 'Writes these values through the channels\' reducers as the node would have; the next run starts from them. Messages: a list, appended (an id replaces that message).' }),
+      h('label', {}, 'as node ', asNode), values,
+      h('button', { type: 'submit', id: 'edit-submit', text: 'Update state' }));
+
+    const fork = async (runId, step) => {
+      clearError();
+      try {
+        const t = await api('POST', base + '/fork', JSON.stringify({ run_id: runId, step }));
+        go('#/threads/' + enc(t.thread_id));
+      } catch (e) {
+        showError('The fork failed: ' + e.message);
+      }
+    };
+
+    const follow = (runId) => {
+      if (st.streamFor === runId) return;
+      if (sub) sub.stop();
+      st.streamFor = runId;
+      put(ui.live);
+      ui.live.hidden = true;
+      if (!runId) return;
+      const text = h('div', { class: 'text' });
+      sub = new Feed(async () => true, '/v1/runs/' + enc(runId) + '/stream?mode=events', (name, ev) => {
+        if (!ev || typeof ev.id !== 'number' || ev.id <= st.lastEventId) return;
+        st.lastEventId = ev.id;
+        if (name === 'custom' && (ev.name === 'message_delta' || ev.name === 'token') && ev.payload && typeof ev.payload.text === 'string') {
+          if (ui.live.hidden) put(ui.live, h('div', { class: 'who', text: 'assistant (streaming)' }), text);
+          ui.live.hidden = false;
+          text.append(ev.payload.text);
+        }
+        feed.soon();
+      });
+      sub.tick = async () => {}; // only the stream: the page's feed refreshes
+      sub.listen();
+    };
+
+    const render = () => {
+      const t = st.thread;
+      const s = st.state;
+      const r = st.run;
+      const msgs = (s && s.values && Array.isArray(s.values.messages)) ? s.values.messages : [];
+      const key = JSON.stringify([t.status, t.active_run_id, s && s.run_id, s && s.step, r && r.status, r && r.interrupts, msgs.length]);
+      if (key === st.key) return;
+      st.key = key;
+      put(ui.header,
+        h('h1', {}, 'Thread ', h('span', { class: 'mono', id: 'thread-id', text: t.thread_id }), ' ', h('span', { id: 'thread-status' }, badge(t.status || 'idle'))),
+        h('p', { class: 'muted' },
+          t.forked_from ? ['forked from ', h('a', { class: 'mono', href: '#/threads/' + enc(t.forked_from), text: t.forked_from }), '. '] : null,
+          (t.forks || []).length ? ['forks: ', t.forks.map((f) => [h('a', { class: 'mono', href: '#/threads/' + enc(f), text: f }), ' '])] : null,
+          h('a', { href: '#/runs?context_id=' + enc(t.thread_id), text: 'its runs in the run list →' })));
+      if (msgs.length || !s || !s.values) put(ui.chat, conversationView(msgs));
+      else put(ui.chat, h('pre', { class: 'mono', text: pretty(s.values) }));
+      const usage = s && s.values && s.values.usage && s.values.usage.total;
+      put(ui.usage, usage ? 'Tokens (the thread\'s usage): ' + (usage.input_tokens || 0) + ' in, ' + (usage.output_tokens || 0) + ' out, ' + (usage.total_tokens || 0) + ' total' : '');
+      const parts = [];
+      if (r && r.status === 'interrupted') {
+        const answer = (it) => (value) => act(r, it, value);
+        for (const it of r.interrupts || []) {
+          if (isApproval(it.value)) parts.push(approvalCard(it, answer(it)));
+        }
+        parts.push(h('details', { class: 'other-answer' }, h('summary', { text: 'Answer as JSON or text…' }),
+          interruptForm(r, (body) => resumeWith(r, body))));
+      }
+      put(ui.waiting, parts);
+      if (r && (r.status === 'pending' || r.status === 'running')) follow(r.run_id);
+      else if (st.streamFor) follow(''); // the run stopped: its text is in the messages now
+    };
+
+    const resumeWith = async (r, body) => {
+      clearError();
+      try {
+        await api('POST', '/v1/runs/' + enc(r.run_id) + '/resume', body);
+      } catch (e) {
+        showError('The answer was not sent: ' + e.message);
+        return;
+      }
+      st.key = '';
+      feed.soon();
+    };
+    const act = (r, it, value) => resumeWith(r, resumeBody(r, it.id, value));
+
+    const renderHistory = (hist) => {
+      const key = JSON.stringify(hist.steps.map((x) => [x.run_id, x.step]));
+      if (key === st.histKey) return;
+      st.histKey = key;
+      put(ui.history, hist.steps.length === 0 ? h('p', { class: 'muted', text: 'No steps yet.' }) :
+        h('table', {}, h('tr', {}, ['run', 'step', 'nodes', 'changed', ''].map((x) => h('th', { text: x }))),
+          hist.steps.map((x) => h('tr', { 'data-step': x.step, 'data-run': x.run_id },
+            h('td', {}, h('a', { class: 'mono', href: '#/runs/' + enc(x.run_id) + '?step=' + x.step, text: x.run_id.slice(0, 10) })),
+            h('td', { class: 'num', text: x.step }),
+            h('td', {}, (x.tasks || []).map((tk) => h('span', { class: 'chip mono', title: tk.status, text: tk.node }))),
+            h('td', { class: 'mono', text: (x.changed || []).join(', ') }),
+            h('td', {}, h('button', { type: 'button', class: 'fork secondary', text: 'Fork from here', onclick: () => fork(x.run_id, x.step) }))))));
+    };
+
+    const refresh = async () => {
+      const [t, state, hist, runsList] = await Promise.all([
+        api('GET', base), api('GET', base + '/state'), api('GET', base + '/history?limit=50'), api('GET', base + '/runs?limit=10')]);
+      if (my !== page) return false;
+      if (!st.graphs) {
+        st.graphs = (await api('GET', '/v1/graphs')).graphs;
+        const last = runsList.runs[0];
+        const chosen = query.get('graph') || (last && last.graph) || (st.graphs.find((g) => g.text_channel) || st.graphs[0] || {}).name;
+        put(graphSel, st.graphs.map((g) => h('option', { value: g.name, selected: g.name === chosen, text: g.name })));
+        graphSel.onchange = loadGraph;
+        await loadGraph();
+      }
+      st.thread = t;
+      st.state = state;
+      const active = t.active_run_id || (runsList.runs[0] && runsList.runs[0].run_id);
+      st.run = active ? await api('GET', '/v1/runs/' + enc(active)) : null;
+      if (my !== page) return false;
+      render();
+      renderHistory(hist);
+      put(ui.runs, runsList.runs.map((x) => h('div', {}, h('a', { class: 'mono', href: '#/runs/' + enc(x.run_id), text: x.run_id }), ' ', badge(x.status))));
+      return true;
+    };
+    const loadGraph = async () => {
+      st.graph = await api('GET', '/v1/graphs/' + enc(graphSel.value));
+      put(asNode, st.graph.nodes.map((n) => h('option', { value: n.id, text: n.id })));
+      if (!values.value) values.value = st.graph.text_channel ? '{"' + st.graph.text_channel + '": [{"role": "assistant", "content": [{"text": "…"}]}]}' : '{}';
+    };
+
+    put(view, ui.header,
+      h('div', { class: 'cols' },
+        h('div', {}, h('div', { class: 'panel' }, ui.chat, ui.live, ui.usage), ui.waiting, sendForm),
+        h('div', {},
+          h('div', { class: 'panel' }, h('h2', { text: 'History by step' }), h('p', { class: 'muted', text: 'Newest first. A fork is a new thread whose next run starts from that step.' }), ui.history),
+          editForm,
+          h('div', { class: 'panel' }, h('h2', { text: 'Runs' }), ui.runs))));
+    feed = new Feed(refresh, null).start();
+    const stopAll = feed.stop.bind(feed);
+    feed.stop = () => {
+      stopAll();
+      if (sub) sub.stop();
+    };
   }
 
   window.addEventListener('hashchange', route);
