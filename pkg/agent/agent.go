@@ -229,8 +229,8 @@ func New(cfg Config) (*pregel.Graph, error) {
 		if !toolName.MatchString(s.Name) {
 			return nil, fmt.Errorf("agent: tool name %q: use 1 to 64 letters, digits, _ or - (what models accept)", s.Name)
 		}
-		if tools[s.Name] != nil {
-			return nil, fmt.Errorf("agent: two tools are named %q", s.Name)
+		if prev := tools[s.Name]; prev != nil {
+			return nil, fmt.Errorf("agent: two tools are named %q (%s and %s); rename one (an MCP server's tools take mcptools.Server.Prefix)", s.Name, toolOrigin(prev), toolOrigin(t))
 		}
 		tools[s.Name] = t
 		specs = append(specs, s)
@@ -270,6 +270,15 @@ func New(cfg Config) (*pregel.Graph, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	return g, nil
+}
+
+// toolOrigin says where a tool comes from: what its Origin method says
+// (an MCP server's tools have one), or "a Go tool".
+func toolOrigin(t Tool) string {
+	if o, ok := t.(interface{ Origin() string }); ok {
+		return o.Origin()
+	}
+	return "a Go tool"
 }
 
 // toolName is what model services accept as a tool's name.

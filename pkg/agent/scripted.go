@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -80,4 +81,52 @@ func (s *Scripted) Stream(ctx context.Context, req *Request, onDelta func(Delta)
 		}
 	}
 	return resp, nil
+}
+
+// ScriptedConversation returns a model that scripts each user turn of a
+// conversation on its own, for threads: the answers of turns[k] serve the
+// conversation's (k+1)-th user message, the n-th of them once n-1
+// assistant messages follow that message. So a thread's second run gets
+// turns[1], whatever the first turn took (tool calls, approvals). A turn
+// with no script, or a script exhausted, is an error that says which.
+func ScriptedConversation(turns ...[]Response) *Scripted {
+	return &Scripted{Reply: func(_ context.Context, req *Request) (*Response, error) {
+		turn, n := 0, 0
+		for _, m := range req.Messages {
+			switch {
+			case m.Role == RoleUser && !isToolResults(m):
+				turn++
+				n = 0
+			case m.Role == RoleAssistant:
+				n++
+			}
+		}
+		if turn == 0 {
+			return nil, errors.New("scripted model: the conversation has no user message")
+		}
+		if turn > len(turns) {
+			return nil, fmt.Errorf("scripted model: user turn %d has no script (%d turns are scripted)", turn, len(turns))
+		}
+		answers := turns[turn-1]
+		if n >= len(answers) {
+			return nil, fmt.Errorf("scripted model: the script of user turn %d has no answer %d", turn, n+1)
+		}
+		r := answers[n]
+		r.Message.Content = append([]Block(nil), r.Message.Content...)
+		return &r, nil
+	}}
+}
+
+// isToolResults reports whether m carries only tool results (a user turn
+// some model services require for them).
+func isToolResults(m Message) bool {
+	if len(m.Content) == 0 {
+		return false
+	}
+	for _, b := range m.Content {
+		if b.ToolResult == nil {
+			return false
+		}
+	}
+	return true
 }

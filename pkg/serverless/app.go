@@ -55,6 +55,7 @@ import (
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/jwtauth"
+	"github.com/superstep/superstep/pkg/mcpserver"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
@@ -435,6 +436,19 @@ func New(o Options) (*App, error) {
 		return nil, fmt.Errorf("serverless: %w", err)
 	}
 	httpAPI.Handle(a2a.Pattern, agents)
+	// Every graph is also a tool at /mcp (pkg/mcpserver), stateless: the
+	// requests of one client may reach different instances. Behind API
+	// Gateway a call waits at most 25s (the gateway's limit is 30s); then
+	// its result says how to wait on.
+	mcpWait := 25 * time.Second
+	if o.Streaming {
+		mcpWait = 0 // the function's timeout bounds it; mcpserver's default
+	}
+	tools, err := mcpserver.New(mcpserver.Config{Service: svc, Stateless: true, Wait: mcpWait, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("serverless: %w", err)
+	}
+	httpAPI.Handle(mcpserver.Pattern, tools)
 	var inner http.Handler = httpAPI
 	if o.Config.JWTIssuer != "" {
 		// No gateway checks the token (a function URL): check it here,

@@ -16,6 +16,7 @@ import (
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/inspector"
+	"github.com/superstep/superstep/pkg/mcpserver"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -143,6 +144,13 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return badInput(err)
 	}
 	handler.Handle(a2a.Pattern, agents)
+	// Every graph is also a tool of an MCP server at /mcp (pkg/mcpserver).
+	tools, err := mcpserver.New(mcpserver.Config{Service: svc, Logger: log})
+	if err != nil {
+		_ = sched.Shutdown(context.Background(), 0)
+		return badInput(err)
+	}
+	handler.Handle(mcpserver.Pattern, tools)
 	// Push configs are in the store file: go on delivering those of the
 	// last run of dev.
 	if err := agents.ResumePush(ctx); err != nil {

@@ -40,7 +40,9 @@ const exitCodesHelp = `Exit codes:
   3  the run is interrupted and waits for an answer (resume it)
   4  the run drained: it stopped at a superstep boundary (resume it)
   5  the run was cancelled (a run cancelled by a signal, after --grace,
-     can be resumed)`
+     can be resumed)
+Under "go run" these are reported as "exit status N" on stderr and go
+run itself exits 1; scripts should run the built binary (go build).`
 
 // ExitError carries an exit code with the error that caused it.
 type ExitError struct {

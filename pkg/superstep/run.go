@@ -2,6 +2,7 @@ package superstep
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +54,7 @@ func newRunCmd(env Env) *cobra.Command {
 	var (
 		f     localFlags
 		input string
+		text  string
 		runID string
 	)
 	c := &cobra.Command{
@@ -82,6 +84,7 @@ way it can be resumed.
 
 ` + exitCodesHelp,
 		Example: `  superstep run counter --input '{"limit": 3}'
+  superstep run assistant --text "Where is my order A-1002?"
   superstep run support-triage --input @examples/triage/input.json --answer approve
   superstep run support-triage --input @examples/triage/input.json --json > result.json`,
 		Args: exactArgs("GRAPH"),
@@ -94,10 +97,30 @@ way it can be resumed.
 			if err != nil {
 				return err
 			}
+			if c.Flags().Changed("input") && c.Flags().Changed("text") {
+				return usageErr(c, fmt.Errorf("give --input or --text, not both"))
+			}
 			var raw json.RawMessage
 			if c.Flags().Changed("input") {
 				if raw, err = readJSONArg("input", input, env.Stdin); err != nil {
 					return usageErr(c, err)
+				}
+			}
+			if c.Flags().Changed("text") {
+				raw, _ = json.Marshal(text)
+			}
+			// Plain text (--text, or a JSON string as --input): the graph's
+			// text input, a user message for an agent.
+			if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] == '"' {
+				var s string
+				if err := json.Unmarshal(t, &s); err != nil {
+					return usageErr(c, fmt.Errorf("--input: %w", err))
+				}
+				if raw, err = g.InputFromText(s); err != nil {
+					if errors.Is(err, pregel.ErrNoTextInput) {
+						return usageErr(c, fmt.Errorf("graph %q takes no text input: give --input as a JSON object of channel values (channels: %s)", g.Name(), strings.Join(g.Channels(), ", ")))
+					}
+					return failed(err)
 				}
 			}
 			if runID == "" {
@@ -120,7 +143,8 @@ way it can be resumed.
 		},
 	}
 	f.register(c, env)
-	c.Flags().StringVarP(&input, "input", "i", "", "the run's input: `JSON`, @FILE, or - for stdin")
+	c.Flags().StringVarP(&input, "input", "i", "", "the run's input: `JSON` (an object of channel values, or a string: text), @FILE, or - for stdin")
+	c.Flags().StringVar(&text, "text", "", "plain `TEXT` as the input (a user message for an agent)")
 	c.Flags().StringVar(&runID, "run-id", "", "the run's id (default: a random one)")
 	return c
 }

@@ -344,14 +344,15 @@ func showRunResult(env Env, f *serverFlags, cl *client, c *cobra.Command, r api.
 
 func newRunsCreateCmd(env Env, f *serverFlags) *cobra.Command {
 	var (
-		input, runID, contextID string
-		wf                      waitFlags
+		input, text, runID, contextID string
+		wf                            waitFlags
 	)
 	c := &cobra.Command{
-		Use:   "create GRAPH [--input JSON|@FILE]",
+		Use:   "create GRAPH [--input JSON|@FILE | --text TEXT]",
 		Short: "Start a run of a graph on the server",
 		Example: `  superstep runs create counter --input '{"limit": 3}' --wait
-  superstep runs create support-triage --input @examples/triage/input.json`,
+  superstep runs create support-triage --input @examples/triage/input.json
+  superstep runs create assistant --text "Where is my order A-1002?" --wait`,
 		Args: exactArgs("GRAPH"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := f.client()
@@ -359,6 +360,12 @@ func newRunsCreateCmd(env Env, f *serverFlags) *cobra.Command {
 				return err
 			}
 			req := api.CreateRunRequest{RunID: runID, ContextID: contextID}
+			if c.Flags().Changed("input") && c.Flags().Changed("text") {
+				return usageErr(c, fmt.Errorf("give --input or --text, not both"))
+			}
+			if c.Flags().Changed("text") {
+				req.Input, _ = json.Marshal(text) // the server makes it the graph's text input
+			}
 			if c.Flags().Changed("input") {
 				if req.Input, err = readJSONArg("input", input, env.Stdin); err != nil {
 					return usageErr(c, err)
@@ -374,6 +381,7 @@ func newRunsCreateCmd(env Env, f *serverFlags) *cobra.Command {
 	}
 	c.Flags().StringVarP(&input, "input", "i", "", "the run's input: `JSON`, @FILE, or - for stdin")
 	c.Flags().StringVar(&runID, "run-id", "", "the run's id; repeating a request with the same id and input is harmless")
+	c.Flags().StringVar(&text, "text", "", "plain `TEXT` as the input (a user message for an agent)")
 	c.Flags().StringVar(&contextID, "context-id", "", "group the run with others of the same conversation")
 	wf.register(c)
 	return c
