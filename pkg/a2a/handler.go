@@ -556,7 +556,7 @@ func (h *handler) GetExtendedAgentCard(context.Context, *core.GetExtendedAgentCa
 // the sentinel's words at its end, and with JSON type errors in words for
 // the caller rather than in Go's.
 func publicMessage(err error) string {
-	msg := jsonin.Explain(err)
+	msg := jsonin.Explain(runs.Public(err))
 	for _, sentinel := range []error{runs.ErrInvalid, runs.ErrInvalidState, runs.ErrConflict, runs.ErrNotFound} {
 		msg = strings.TrimSuffix(msg, ": "+sentinel.Error())
 	}
