@@ -89,7 +89,10 @@ func WithPushNotifications(o PushOptions) Option {
 		if o.Store == nil {
 			o.Store = runs.NewMemoryPushStore()
 		}
+		ctx, cancel := context.WithCancel(context.Background())
 		s.push = &pusher{
+			ctx:      ctx,
+			stop:     cancel,
 			opts:     o,
 			configs:  o.Store,
 			sender:   push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: o.Timeout, FailOnError: true, AllowPrivateNetworks: o.AllowPrivateNetworks}),
@@ -111,6 +114,10 @@ const (
 
 // pusher keeps push configs and delivers notifications.
 type pusher struct {
+	// ctx ends the delivery loops (stop, StopPush); loops counts them.
+	ctx      context.Context
+	stop     context.CancelFunc
+	loops    sync.WaitGroup
 	opts     PushOptions
 	configs  PushStore
 	sender   *push.HTTPPushSender
@@ -234,6 +241,32 @@ func (s *Server) ResumePush(ctx context.Context) error {
 	return nil
 }
 
+// StopPush stops this server's push delivery loops and waits until they
+// have returned, or until ctx ends. Call it when the server stops, before
+// the push store is closed: a loop still running would then fail on the
+// closed store. Deliveries not made are made by the next process
+// (ResumePush), from each config's cursor.
+func (s *Server) StopPush(ctx context.Context) error {
+	p := s.push
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	p.stop()
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		p.loops.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("a2a: stop push deliveries: %w", ctx.Err())
+	}
+}
+
 // deliver starts the delivery loop of a task unless it runs: it watches
 // the run and delivers each new task state (DeliverPush), until the task
 // is in a terminal state and delivered, or has no configs left.
@@ -244,20 +277,29 @@ func (s *Server) deliver(taskID string) {
 		p.mu.Unlock()
 		return
 	}
+	if p.ctx.Err() != nil {
+		p.mu.Unlock()
+		return // stopped (StopPush): the store may be closed
+	}
 	p.watching[taskID] = true
+	p.loops.Add(1)
 	p.mu.Unlock()
 	go func() {
+		defer p.loops.Done()
 		defer func() {
 			p.mu.Lock()
 			delete(p.watching, taskID)
 			p.mu.Unlock()
 		}()
-		ctx := context.Background()
+		ctx := p.ctx
 		w := s.watch(taskID)
 		defer w.close()
 		failures := 0
 		for {
 			done, err := s.deliverPush(ctx, taskID)
+			if ctx.Err() != nil {
+				return // stopped: the next process goes on from the cursors
+			}
 			switch {
 			case err != nil:
 				// A store error: try again at the next change or poll,
