@@ -385,12 +385,20 @@ func (h *handler) prepareResume(ctx context.Context, msg *core.Message, c conten
 	case pregel.RunDrained:
 	default:
 		state, _ := status(r)
+		won := ""
+		if w := runs.LastAnswer(r); w != "" {
+			// Several answers to one question: say which was applied.
+			won = fmt.Sprintf(" (its last question was already answered, %s; this message was not applied)", w)
+		}
 		if state.Terminal() {
 			// Spec 1.0 §3.1.1: a message to a task in a terminal state is
 			// an UnsupportedOperationError.
-			return plan{}, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s and takes no more input; send a message without a taskId (in the same contextId) to start a new task", r.ID, stateName(state)))
+			return plan{}, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s and takes no more input%s; send a message without a taskId (in the same contextId) to start a new task", r.ID, stateName(state), won))
 		}
-		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q is %s; it takes input only when it is input-required", r.ID, stateName(state)))
+		// The message is well formed; the task cannot take it now: the
+		// operation is not supported in the task's state (-32004), as for
+		// a task in a terminal state, not invalid params.
+		return plan{}, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s%s; it takes input only when it is input-required", r.ID, stateName(state), won))
 	}
 	return p, nil
 }
@@ -401,6 +409,10 @@ func (h *handler) prepareResume(ctx context.Context, msg *core.Message, c conten
 func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 	if p.resume {
 		p.req.Message = h.record(ctx, p)
+		if p.msg != nil && p.msg.ID != "" {
+			// Answers that come too late are told which message won.
+			p.req.By = fmt.Sprintf("message %q", p.msg.ID)
+		}
 		r, err := h.s.svc.Resume(ctx, p.id, p.req)
 		switch {
 		case errors.Is(err, runs.ErrInvalidState):

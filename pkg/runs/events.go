@@ -81,7 +81,7 @@ func changes(old, r Run, at time.Time) []Event {
 		add(EventCancelRequested, "")
 	}
 	if resumed {
-		add(EventResumeRequested, "")
+		add(EventResumeRequested, answerName(r.Resume))
 	}
 	if statusChanged && !(resumed && r.Status == pregel.RunPending) {
 		var detail string

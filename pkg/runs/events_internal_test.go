@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,8 +49,12 @@ func TestChanges(t *testing.T) {
 			[]Event{ev(EventCancelled, pregel.RunCancelled, 3, "")}},
 		{"drained run resumed", drained, Run{Status: pregel.RunPending, Step: 3}, []Event{ev(EventResumeRequested, pregel.RunPending, 3, "")}},
 		{"interrupted run resumed with values", interrupted, Run{Status: pregel.RunPending, Step: 1, Interrupts: interrupted.Interrupts, Resume: resume},
-			[]Event{ev(EventResumeRequested, pregel.RunPending, 1, "")}},
-		{"resume values given", running, Run{Status: pregel.RunRunning, Step: 2, Resume: resume}, []Event{ev(EventResumeRequested, pregel.RunRunning, 2, "")}},
+			[]Event{ev(EventResumeRequested, pregel.RunPending, 1, `answer "yes"`)}},
+		{"resume values given", running, Run{Status: pregel.RunRunning, Step: 2, Resume: resume}, []Event{ev(EventResumeRequested, pregel.RunRunning, 2, `answer "yes"`)}},
+		{"resume named by its message", interrupted, Run{Status: pregel.RunPending, Step: 1, Interrupts: interrupted.Interrupts, Resume: &ResumeRequest{Value: json.RawMessage(`"yes"`), By: "message m-7"}},
+			[]Event{ev(EventResumeRequested, pregel.RunPending, 1, "message m-7")}},
+		{"long answer shortened", interrupted, Run{Status: pregel.RunPending, Step: 1, Interrupts: interrupted.Interrupts, Resume: &ResumeRequest{Value: json.RawMessage(`"` + strings.Repeat("é", 60) + `"`)}},
+			[]Event{ev(EventResumeRequested, pregel.RunPending, 1, `answer "`+strings.Repeat("é", 39)+"…")}},
 		{"resume values taken", Run{Status: pregel.RunRunning, Step: 1, Resume: resume}, Run{Status: pregel.RunRunning, Step: 1}, nil},
 		{"resumed run started", Run{Status: pregel.RunPending, Step: 3}, Run{Status: pregel.RunRunning, Step: 3}, []Event{ev(EventRunning, pregel.RunRunning, 3, "")}},
 		{"resume rolled back", Run{Status: pregel.RunPending, Step: 3}, drained, []Event{ev(EventDrained, pregel.RunDrained, 3, "deploy")}},

@@ -319,8 +319,13 @@ func TestSchedulerInterruptResume(t *testing.T) {
 			if done.Resume != nil || done.Interrupts != nil || done.Step != 2 {
 				t.Errorf("resumed run: resume %+v interrupts %+v step %d; want none, none, 2", done.Resume, done.Interrupts, done.Step)
 			}
+			// The resume event names the answer applied.
+			answer := `answer "yes"`
+			if byID {
+				answer = `answer {"` + in.Interrupts[0].ID + `":"yes"}`
+			}
 			checkEventTypes(t, done, "created/pending running/running interrupted/interrupted("+in.Interrupts[0].ID+") "+
-				"resume_requested/pending running/running completed/completed")
+				"resume_requested/pending("+answer+") running/running completed/completed")
 			if v := string(e.values(t, r.ID)["answer"]); v != `"yes"` {
 				t.Errorf("answer = %s, want \"yes\"", v)
 			}

@@ -202,7 +202,7 @@ func TestServiceEvents(t *testing.T) {
 				created,
 				{runs.EventRunning, pregel.RunRunning, 0, ""},
 				{runs.EventInterrupted, pregel.RunInterrupted, 1, "t1.0, t2.0"},
-				{runs.EventResumeRequested, pregel.RunPending, 1, ""},
+				{runs.EventResumeRequested, pregel.RunPending, 1, `answer "yes"`},
 				{runs.EventRunning, pregel.RunRunning, 1, ""},
 				{runs.EventCompleted, pregel.RunCompleted, 2, ""},
 			},
