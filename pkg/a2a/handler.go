@@ -334,7 +334,7 @@ func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (pl
 		if h.s.push == nil {
 			return plan{}, core.ErrPushNotificationNotSupported
 		}
-		if err := checkPushURL(req.Config.PushConfig.URL); err != nil {
+		if err := h.s.push.checkPush(ctx, req.Config.PushConfig); err != nil {
 			return plan{}, err
 		}
 	}

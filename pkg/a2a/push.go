@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -125,13 +128,71 @@ type pusher struct {
 	watching map[string]bool // task ids with a delivery loop
 }
 
-// checkPushURL refuses a config whose URL is not an absolute http(s) URL.
-func checkPushURL(raw string) error {
-	u, err := url.Parse(raw)
+// checkPush refuses, when it is set, a push config this server could not
+// honour: a URL that is not an absolute http(s) URL, or that the sender
+// would refuse (a loopback, private or link-local address, unless
+// PushOptions.AllowPrivateNetworks), and authentication it cannot send
+// (the sender sends Bearer and Basic credentials only; a 0.3 config
+// with credentials but no schemes would go out without them).
+func (p *pusher) checkPush(ctx context.Context, c *core.PushConfig) error {
+	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return core.NewError(core.ErrInvalidParams, "the push config's url must be an absolute http or https URL")
 	}
+	if !p.opts.AllowPrivateNetworks {
+		if why := privateHost(ctx, u.Hostname()); why != "" {
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's url names %s, to which this server sends no notifications (it does not call its own network); use a public address", why))
+		}
+	}
+	if a := c.Auth; a != nil {
+		switch strings.ToLower(a.Scheme) {
+		case "bearer", "basic":
+		case "":
+			return core.NewError(core.ErrInvalidParams, `the push config's authentication names no scheme; this server sends "Bearer" or "Basic" credentials: give one of them (0.3: "schemes": ["Bearer"]), or leave authentication out`)
+		default:
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf(`the push config's authentication scheme %q is not one this server can send; it sends "Bearer" or "Basic" credentials (0.3: the first of "schemes")`, a.Scheme))
+		}
+		if a.Credentials == "" {
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's authentication has scheme %q but no credentials; give the credentials to send, or leave authentication out", a.Scheme))
+		}
+	}
 	return nil
+}
+
+// privateHost says why host is one the sender refuses ("the loopback
+// address 127.0.0.1"), or "" if it is not: a loopback, private,
+// link-local, unspecified or multicast address, or a name that resolves
+// only to such addresses. A name that does not resolve now is let
+// through: the sender checks every connection anyway.
+func privateHost(ctx context.Context, host string) string {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return fmt.Sprintf("the loopback name %q", host)
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		if blockedAddr(ip) {
+			return fmt.Sprintf("the address %s (loopback, private or link-local)", ip)
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+	if err != nil || len(addrs) == 0 {
+		return ""
+	}
+	for _, a := range addrs {
+		if !blockedAddr(a) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%q, which resolves only to loopback, private or link-local addresses", host)
+}
+
+// blockedAddr reports whether the push sender refuses ip.
+func blockedAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast()
 }
 
 // redacted is a config as answers show it: without its secrets (the
@@ -174,7 +235,7 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	if cfg == nil {
 		return nil, core.NewError(core.ErrInvalidParams, "params are required: the push config (url, and optionally id, token, authentication)")
 	}
-	if err := checkPushURL(cfg.URL); err != nil {
+	if err := p.checkPush(ctx, cfg); err != nil {
 		return nil, err
 	}
 	c := *cfg

@@ -319,11 +319,13 @@ func (w *idWriter) Write(p []byte) (int, error) {
 
 // legacyErrorData rewrites the error of a JSON-RPC response, or of the
 // Server-Sent Event that carries one, for A2A 0.3 clients: the 1.0
-// binding writes an error's data as an array of details, where 0.3
-// clients (a2a-go v0.3.x decodes it into a map) expect an object: the
-// fields of the server's own detail object, with the other details (the
-// 1.0 binding's google.rpc.ErrorInfo) under "details"; no details, no
-// data. ok is false when p holds no such error.
+// binding writes an error's data as an array of details. The 0.3
+// clients disagree on its shape: a2a-go v0.3.x decodes data into an
+// object (and an array makes it lose the whole error, code and message),
+// while the 0.3 transport of a2a-go v2 decodes it into an array. No value
+// suits both, and data is optional in JSON-RPC 2.0 (§5.1): the error goes
+// without it, its message saying what the details said. ok is false when
+// p holds no such error.
 func legacyErrorData(p []byte) (out []byte, ok bool) {
 	prefix, body, suffix := []byte(nil), p, []byte(nil)
 	if i := bytes.Index(p, []byte("data: ")); i >= 0 && !bytes.HasPrefix(bytes.TrimSpace(p), []byte("{")) {
@@ -343,44 +345,10 @@ func legacyErrorData(p []byte) (out []byte, ok bool) {
 	if json.Unmarshal(resp["error"], &e) != nil {
 		return nil, false
 	}
-	var details []json.RawMessage
-	if json.Unmarshal(e["data"], &details) != nil {
+	if d := bytes.TrimSpace(e["data"]); len(d) == 0 || d[0] != '[' {
 		return nil, false
 	}
-	// The details the server gave as a plain object (the 1.0 binding
-	// writes them as a google.protobuf.Struct) become the data's fields;
-	// other details (google.rpc.ErrorInfo, ...) stay under "details".
-	data := map[string]json.RawMessage{}
-	var others []json.RawMessage
-	for _, d := range details {
-		var fields map[string]json.RawMessage
-		if json.Unmarshal(d, &fields) == nil && string(fields["@type"]) == `"type.googleapis.com/google.protobuf.Struct"` {
-			delete(fields, "@type")
-			for k, v := range fields {
-				if k != "details" {
-					data[k] = v
-				}
-			}
-			continue
-		}
-		others = append(others, d)
-	}
-	if len(others) > 0 {
-		raw, err := json.Marshal(others)
-		if err != nil {
-			return nil, false
-		}
-		data["details"] = raw
-	}
-	if len(data) == 0 {
-		delete(e, "data")
-	} else {
-		raw, err := json.Marshal(data)
-		if err != nil {
-			return nil, false
-		}
-		e["data"] = raw
-	}
+	delete(e, "data")
 	rewritten, err := json.Marshal(e)
 	if err != nil {
 		return nil, false
