@@ -99,6 +99,7 @@ func WithPushNotifications(o PushOptions) Option {
 			opts:     o,
 			configs:  o.Store,
 			sender:   push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: o.Timeout, FailOnError: true, AllowPrivateNetworks: o.AllowPrivateNetworks}),
+			legacy:   newLegacySender(o.Timeout, o.AllowPrivateNetworks),
 			watching: make(map[string]bool),
 		}
 	}
@@ -124,6 +125,7 @@ type pusher struct {
 	opts     PushOptions
 	configs  PushStore
 	sender   *push.HTTPPushSender
+	legacy   *legacySender // configs set in 0.3 calls
 	mu       sync.Mutex
 	watching map[string]bool // task ids with a delivery loop
 }
@@ -207,7 +209,8 @@ func redacted(c *core.PushConfig) *core.PushConfig {
 	return &out
 }
 
-// decodePush reads a stored config.
+// decodePush reads a stored config (pushVersion says the version it was
+// set in).
 func decodePush(c runs.PushConfig) (*core.PushConfig, error) {
 	var out core.PushConfig
 	if err := json.Unmarshal(c.Config, &out); err != nil {
@@ -250,7 +253,7 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	if len(c.ID) > maxPushID || !utf8.ValidString(c.ID) {
 		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's id must be UTF-8 of at most %d bytes", maxPushID))
 	}
-	raw, err := json.Marshal(&c)
+	raw, err := encodePush(&c, isLegacy(ctx))
 	if err != nil {
 		return nil, core.NewError(core.ErrInvalidParams, "the push config is not valid JSON")
 	}
@@ -426,6 +429,7 @@ func (s *Server) deliverPush(ctx context.Context, taskID string) (done bool, err
 			s.log.ErrorContext(ctx, "a2a: push config unreadable; skipped", "task_id", taskID, "config_id", rec.ID, "error", err)
 			continue
 		}
+		legacy := pushVersion(rec.Config) == "0.3"
 		seen, stored, last := rec.Seen, rec.Seen, core.TaskState(rec.Last)
 		for _, ch := range s.stateChanges(r, rec.Seen) {
 			seen = ch.seen
@@ -433,7 +437,11 @@ func (s *Server) deliverPush(ctx context.Context, taskID string) (done bool, err
 				continue
 			}
 			last = ch.ev.Status.State
-			s.send(ctx, c, ch.ev)
+			if legacy {
+				s.sendTask(ctx, c, r, ch.ev)
+			} else {
+				s.send(ctx, c, ch.ev)
+			}
 			// The cursor moves after each notification: a crash
 			// repeats at most the one in flight.
 			if err := p.configs.AdvancePushConfig(ctx, taskID, rec.ID, seen, string(last)); err != nil && !errors.Is(err, runs.ErrNotFound) {
@@ -538,6 +546,36 @@ func (s *Server) send(ctx context.Context, c *core.PushConfig, ev core.Event) {
 		}
 	}
 	s.log.WarnContext(ctx, "a2a: push notification not delivered", "task_id", c.TaskID, "config_id", c.ID, "host", hostOf(c.URL), "attempts", p.opts.Attempts, "error", sendError(err))
+}
+
+// sendTask delivers one notification to a config set in a 0.3 call: the
+// task, in the state of ev, retrying with backoff as send does.
+func (s *Server) sendTask(ctx context.Context, c *core.PushConfig, r runs.Run, ev *core.TaskStatusUpdateEvent) {
+	zero := 0
+	task, err := s.task(ctx, r, taskView{history: &zero})
+	if err != nil {
+		s.log.WarnContext(ctx, "a2a: push notification not delivered: build the task", "task_id", c.TaskID, "config_id", c.ID, "error", err)
+		return
+	}
+	task.Status = ev.Status
+	p := s.push
+	wait := p.opts.Backoff
+	for attempt := 1; attempt <= p.opts.Attempts; attempt++ {
+		if err = p.legacy.send(ctx, c, task); err == nil {
+			return
+		}
+		if attempt < p.opts.Attempts {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				attempt = p.opts.Attempts
+			case <-t.C:
+			}
+			wait *= 2
+		}
+	}
+	s.log.WarnContext(ctx, "a2a: push notification not delivered", "task_id", c.TaskID, "config_id", c.ID, "host", hostOf(c.URL), "attempts", p.opts.Attempts, "version", "0.3", "error", sendError(err))
 }
 
 // hostOf is the host of a receiver's URL.

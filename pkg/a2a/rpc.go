@@ -213,7 +213,11 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, id, codeInternal, "internal error")
 		return
 	}
-	r2 := r.Clone(r.Context())
+	ctx := r.Context()
+	if m.legacy {
+		ctx = withLegacy(ctx) // push configs set here notify in 0.3's format
+	}
+	r2 := r.Clone(ctx)
 	r2.Body = io.NopCloser(bytes.NewReader(fwd))
 	r2.ContentLength = int64(len(fwd))
 	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id), noResult: m.noResult, list: m.list, legacy: m.legacy}
