@@ -357,7 +357,7 @@ func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (pl
 	} else if !runs.ValidID(p.contextID) {
 		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("contextId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", p.contextID))
 	}
-	p.input, p.reject = h.a.input(c)
+	p.input, p.reject = h.a.input(c, string(msg.ID))
 	return p, nil
 }
 
