@@ -1084,7 +1084,12 @@ func TestEndToEnd(t *testing.T) {
 				}
 				var evs api.EventList
 				e.do("GET", "/v1/runs/"+run.RunID+"/events", nil).ok(t, http.StatusOK, &evs)
-				want := "created/pending/0 running/running/0 interrupted/interrupted/0(" + id + ") resume_requested/pending/0 running/running/0 completed/completed/1"
+				// The resume event names the answer applied.
+				answer := `answer "Ada"`
+				if tc.name == "resume_by_id" {
+					answer = `answer {"` + id + `":"Ada"}`
+				}
+				want := "created/pending/0 running/running/0 interrupted/interrupted/0(" + id + ") resume_requested/pending/0(" + answer + ") running/running/0 completed/completed/1"
 				if got := eventSummary(evs); got != want {
 					t.Errorf("events:\n  %s\nwant\n  %s", got, want)
 				}
