@@ -334,7 +334,7 @@ func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (pl
 		if h.s.push == nil {
 			return plan{}, core.ErrPushNotificationNotSupported
 		}
-		if err := checkPushURL(req.Config.PushConfig.URL); err != nil {
+		if err := h.s.push.checkPush(ctx, req.Config.PushConfig); err != nil {
 			return plan{}, err
 		}
 	}
@@ -357,7 +357,7 @@ func (h *handler) prepare(ctx context.Context, req *core.SendMessageRequest) (pl
 	} else if !runs.ValidID(p.contextID) {
 		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("contextId %q must be 1 to 128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit", p.contextID))
 	}
-	p.input, p.reject = h.a.input(c)
+	p.input, p.reject = h.a.input(c, string(msg.ID))
 	return p, nil
 }
 
@@ -385,12 +385,20 @@ func (h *handler) prepareResume(ctx context.Context, msg *core.Message, c conten
 	case pregel.RunDrained:
 	default:
 		state, _ := status(r)
+		won := ""
+		if w := runs.LastAnswer(r); w != "" {
+			// Several answers to one question: say which was applied.
+			won = fmt.Sprintf(" (its last question was already answered, %s; this message was not applied)", w)
+		}
 		if state.Terminal() {
 			// Spec 1.0 §3.1.1: a message to a task in a terminal state is
 			// an UnsupportedOperationError.
-			return plan{}, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s and takes no more input; send a message without a taskId (in the same contextId) to start a new task", r.ID, stateName(state)))
+			return plan{}, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s and takes no more input%s; send a message without a taskId (in the same contextId) to start a new task", r.ID, stateName(state), won))
 		}
-		return plan{}, core.NewError(core.ErrInvalidParams, fmt.Sprintf("task %q is %s; it takes input only when it is input-required", r.ID, stateName(state)))
+		// The message is well formed; the task cannot take it now: the
+		// operation is not supported in the task's state (-32004), as for
+		// a task in a terminal state, not invalid params.
+		return plan{}, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("task %q is %s%s; it takes input only when it is input-required", r.ID, stateName(state), won))
 	}
 	return p, nil
 }
@@ -401,6 +409,10 @@ func (h *handler) prepareResume(ctx context.Context, msg *core.Message, c conten
 func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 	if p.resume {
 		p.req.Message = h.record(ctx, p)
+		if p.msg != nil && p.msg.ID != "" {
+			// Answers that come too late are told which message won.
+			p.req.By = fmt.Sprintf("message %q", p.msg.ID)
+		}
 		r, err := h.s.svc.Resume(ctx, p.id, p.req)
 		switch {
 		case errors.Is(err, runs.ErrInvalidState):
@@ -556,7 +568,7 @@ func (h *handler) GetExtendedAgentCard(context.Context, *core.GetExtendedAgentCa
 // the sentinel's words at its end, and with JSON type errors in words for
 // the caller rather than in Go's.
 func publicMessage(err error) string {
-	msg := jsonin.Explain(err)
+	msg := jsonin.Explain(runs.Public(err))
 	for _, sentinel := range []error{runs.ErrInvalid, runs.ErrInvalidState, runs.ErrConflict, runs.ErrNotFound} {
 		msg = strings.TrimSuffix(msg, ": "+sentinel.Error())
 	}

@@ -10,10 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/store/sqlite"
 )
 
@@ -118,6 +122,7 @@ type env struct {
 type envConfig struct {
 	events bool
 	sqlite bool   // SQLite stores instead of memory ones
+	dynamo bool   // DynamoDB stores (on moto) instead of memory ones
 	token  string // the API's bearer token; the cards stay public (Server.PublicCards)
 	// threads: the Service keeps threads (A2A contexts are threads).
 	threads bool
@@ -146,6 +151,15 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = db.Close() })
+		records, cps = db, db
+	}
+	if cfg.dynamo {
+		srv := mototest.Start(t)
+		client := dynamodb.NewFromConfig(srv.Config)
+		if err := dynamo.CreateTable(context.Background(), client, "a2a"); err != nil {
+			t.Fatal(err)
+		}
+		db := dynamo.New(client, "a2a")
 		records, cps = db, db
 	}
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log}

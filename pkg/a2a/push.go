@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -89,10 +92,14 @@ func WithPushNotifications(o PushOptions) Option {
 		if o.Store == nil {
 			o.Store = runs.NewMemoryPushStore()
 		}
+		ctx, cancel := context.WithCancel(context.Background())
 		s.push = &pusher{
+			ctx:      ctx,
+			stop:     cancel,
 			opts:     o,
 			configs:  o.Store,
 			sender:   push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: o.Timeout, FailOnError: true, AllowPrivateNetworks: o.AllowPrivateNetworks}),
+			legacy:   newLegacySender(o.Timeout, o.AllowPrivateNetworks),
 			watching: make(map[string]bool),
 		}
 	}
@@ -111,20 +118,83 @@ const (
 
 // pusher keeps push configs and delivers notifications.
 type pusher struct {
+	// ctx ends the delivery loops (stop, StopPush); loops counts them.
+	ctx      context.Context
+	stop     context.CancelFunc
+	loops    sync.WaitGroup
 	opts     PushOptions
 	configs  PushStore
 	sender   *push.HTTPPushSender
+	legacy   *legacySender // configs set in 0.3 calls
 	mu       sync.Mutex
 	watching map[string]bool // task ids with a delivery loop
 }
 
-// checkPushURL refuses a config whose URL is not an absolute http(s) URL.
-func checkPushURL(raw string) error {
-	u, err := url.Parse(raw)
+// checkPush refuses, when it is set, a push config this server could not
+// honour: a URL that is not an absolute http(s) URL, or that the sender
+// would refuse (a loopback, private or link-local address, unless
+// PushOptions.AllowPrivateNetworks), and authentication it cannot send
+// (the sender sends Bearer and Basic credentials only; a 0.3 config
+// with credentials but no schemes would go out without them).
+func (p *pusher) checkPush(ctx context.Context, c *core.PushConfig) error {
+	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return core.NewError(core.ErrInvalidParams, "the push config's url must be an absolute http or https URL")
 	}
+	if !p.opts.AllowPrivateNetworks {
+		if why := privateHost(ctx, u.Hostname()); why != "" {
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's url names %s, to which this server sends no notifications (it does not call its own network); use a public address", why))
+		}
+	}
+	if a := c.Auth; a != nil {
+		switch strings.ToLower(a.Scheme) {
+		case "bearer", "basic":
+		case "":
+			return core.NewError(core.ErrInvalidParams, `the push config's authentication names no scheme; this server sends "Bearer" or "Basic" credentials: give one of them (0.3: "schemes": ["Bearer"]), or leave authentication out`)
+		default:
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf(`the push config's authentication scheme %q is not one this server can send; it sends "Bearer" or "Basic" credentials (0.3: the first of "schemes")`, a.Scheme))
+		}
+		if a.Credentials == "" {
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's authentication has scheme %q but no credentials; give the credentials to send, or leave authentication out", a.Scheme))
+		}
+	}
 	return nil
+}
+
+// privateHost says why host is one the sender refuses ("the loopback
+// address 127.0.0.1"), or "" if it is not: a loopback, private,
+// link-local, unspecified or multicast address, or a name that resolves
+// only to such addresses. A name that does not resolve now is let
+// through: the sender checks every connection anyway.
+func privateHost(ctx context.Context, host string) string {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return fmt.Sprintf("the loopback name %q", host)
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		if blockedAddr(ip) {
+			return fmt.Sprintf("the address %s (loopback, private or link-local)", ip)
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
+	if err != nil || len(addrs) == 0 {
+		return ""
+	}
+	for _, a := range addrs {
+		if !blockedAddr(a) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%q, which resolves only to loopback, private or link-local addresses", host)
+}
+
+// blockedAddr reports whether the push sender refuses ip.
+func blockedAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast()
 }
 
 // redacted is a config as answers show it: without its secrets (the
@@ -139,7 +209,8 @@ func redacted(c *core.PushConfig) *core.PushConfig {
 	return &out
 }
 
-// decodePush reads a stored config.
+// decodePush reads a stored config (pushVersion says the version it was
+// set in).
 func decodePush(c runs.PushConfig) (*core.PushConfig, error) {
 	var out core.PushConfig
 	if err := json.Unmarshal(c.Config, &out); err != nil {
@@ -167,7 +238,7 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	if cfg == nil {
 		return nil, core.NewError(core.ErrInvalidParams, "params are required: the push config (url, and optionally id, token, authentication)")
 	}
-	if err := checkPushURL(cfg.URL); err != nil {
+	if err := p.checkPush(ctx, cfg); err != nil {
 		return nil, err
 	}
 	c := *cfg
@@ -182,7 +253,7 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	if len(c.ID) > maxPushID || !utf8.ValidString(c.ID) {
 		return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("the push config's id must be UTF-8 of at most %d bytes", maxPushID))
 	}
-	raw, err := json.Marshal(&c)
+	raw, err := encodePush(&c, isLegacy(ctx))
 	if err != nil {
 		return nil, core.NewError(core.ErrInvalidParams, "the push config is not valid JSON")
 	}
@@ -234,6 +305,32 @@ func (s *Server) ResumePush(ctx context.Context) error {
 	return nil
 }
 
+// StopPush stops this server's push delivery loops and waits until they
+// have returned, or until ctx ends. Call it when the server stops, before
+// the push store is closed: a loop still running would then fail on the
+// closed store. Deliveries not made are made by the next process
+// (ResumePush), from each config's cursor.
+func (s *Server) StopPush(ctx context.Context) error {
+	p := s.push
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	p.stop()
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		p.loops.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("a2a: stop push deliveries: %w", ctx.Err())
+	}
+}
+
 // deliver starts the delivery loop of a task unless it runs: it watches
 // the run and delivers each new task state (DeliverPush), until the task
 // is in a terminal state and delivered, or has no configs left.
@@ -244,20 +341,29 @@ func (s *Server) deliver(taskID string) {
 		p.mu.Unlock()
 		return
 	}
+	if p.ctx.Err() != nil {
+		p.mu.Unlock()
+		return // stopped (StopPush): the store may be closed
+	}
 	p.watching[taskID] = true
+	p.loops.Add(1)
 	p.mu.Unlock()
 	go func() {
+		defer p.loops.Done()
 		defer func() {
 			p.mu.Lock()
 			delete(p.watching, taskID)
 			p.mu.Unlock()
 		}()
-		ctx := context.Background()
+		ctx := p.ctx
 		w := s.watch(taskID)
 		defer w.close()
 		failures := 0
 		for {
 			done, err := s.deliverPush(ctx, taskID)
+			if ctx.Err() != nil {
+				return // stopped: the next process goes on from the cursors
+			}
 			switch {
 			case err != nil:
 				// A store error: try again at the next change or poll,
@@ -323,6 +429,7 @@ func (s *Server) deliverPush(ctx context.Context, taskID string) (done bool, err
 			s.log.ErrorContext(ctx, "a2a: push config unreadable; skipped", "task_id", taskID, "config_id", rec.ID, "error", err)
 			continue
 		}
+		legacy := pushVersion(rec.Config) == "0.3"
 		seen, stored, last := rec.Seen, rec.Seen, core.TaskState(rec.Last)
 		for _, ch := range s.stateChanges(r, rec.Seen) {
 			seen = ch.seen
@@ -330,7 +437,11 @@ func (s *Server) deliverPush(ctx context.Context, taskID string) (done bool, err
 				continue
 			}
 			last = ch.ev.Status.State
-			s.send(ctx, c, ch.ev)
+			if legacy {
+				s.sendTask(ctx, c, r, ch.ev)
+			} else {
+				s.send(ctx, c, ch.ev)
+			}
 			// The cursor moves after each notification: a crash
 			// repeats at most the one in flight.
 			if err := p.configs.AdvancePushConfig(ctx, taskID, rec.ID, seen, string(last)); err != nil && !errors.Is(err, runs.ErrNotFound) {
@@ -435,6 +546,36 @@ func (s *Server) send(ctx context.Context, c *core.PushConfig, ev core.Event) {
 		}
 	}
 	s.log.WarnContext(ctx, "a2a: push notification not delivered", "task_id", c.TaskID, "config_id", c.ID, "host", hostOf(c.URL), "attempts", p.opts.Attempts, "error", sendError(err))
+}
+
+// sendTask delivers one notification to a config set in a 0.3 call: the
+// task, in the state of ev, retrying with backoff as send does.
+func (s *Server) sendTask(ctx context.Context, c *core.PushConfig, r runs.Run, ev *core.TaskStatusUpdateEvent) {
+	zero := 0
+	task, err := s.task(ctx, r, taskView{history: &zero})
+	if err != nil {
+		s.log.WarnContext(ctx, "a2a: push notification not delivered: build the task", "task_id", c.TaskID, "config_id", c.ID, "error", err)
+		return
+	}
+	task.Status = ev.Status
+	p := s.push
+	wait := p.opts.Backoff
+	for attempt := 1; attempt <= p.opts.Attempts; attempt++ {
+		if err = p.legacy.send(ctx, c, task); err == nil {
+			return
+		}
+		if attempt < p.opts.Attempts {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				attempt = p.opts.Attempts
+			case <-t.C:
+			}
+			wait *= 2
+		}
+	}
+	s.log.WarnContext(ctx, "a2a: push notification not delivered", "task_id", c.TaskID, "config_id", c.ID, "host", hostOf(c.URL), "attempts", p.opts.Attempts, "version", "0.3", "error", sendError(err))
 }
 
 // hostOf is the host of a receiver's URL.

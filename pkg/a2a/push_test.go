@@ -110,6 +110,11 @@ func TestPushNotifications(t *testing.T) {
 		"a 20 KB token":  {TaskID: task.ID, URL: hook.URL, Token: strings.Repeat("t", 20<<10)},
 		"a relative URL": {TaskID: task.ID, URL: "/hook"},
 		"no URL":         {TaskID: task.ID},
+		// Only Bearer and Basic credentials are sent: any other scheme,
+		// or none, would go out without them.
+		"an API key scheme":            {TaskID: task.ID, URL: hook.URL, Auth: &core.PushAuthInfo{Scheme: "ApiKey", Credentials: "k"}},
+		"credentials without scheme":   {TaskID: task.ID, URL: hook.URL, Auth: &core.PushAuthInfo{Credentials: "k"}},
+		"a scheme without credentials": {TaskID: task.ID, URL: hook.URL, Auth: &core.PushAuthInfo{Scheme: "Bearer"}},
 	} {
 		if _, err := c.CreateTaskPushConfig(ctx, bad); !errors.Is(err, core.ErrInvalidParams) {
 			t.Errorf("config with %s: %v, want invalid params", name, err)
@@ -158,9 +163,19 @@ func TestPushNotifications(t *testing.T) {
 	defer hook2.Close()
 	guarded := newEnv(t, envConfig{events: true, opts: []a2a.Option{a2a.WithPushNotifications(a2a.PushOptions{Attempts: 2, Backoff: 10 * time.Millisecond})}})
 	gc := guarded.client(t, "chat", "1.0")
-	done = send(t, gc, text("hi"), &core.SendMessageConfig{PushConfig: &core.PushConfig{URL: hook2.URL}})
-	wantState(t, done, core.TaskStateCompleted)
-	time.Sleep(300 * time.Millisecond)
+	// It is refused when the config is given, with a clear error, not
+	// in the log after the attempts.
+	_, err = gc.SendMessage(ctx, &core.SendMessageRequest{Message: text("hi"), Config: &core.SendMessageConfig{PushConfig: &core.PushConfig{URL: hook2.URL}}})
+	if !errors.Is(err, core.ErrInvalidParams) || !strings.Contains(err.Error(), "does not call its own network") {
+		t.Errorf("a message with a loopback receiver: %v, want invalid params saying why", err)
+	}
+	gtask := send(t, gc, text("ask"), nil)
+	for _, u := range []string{hook2.URL, "http://localhost:9/x", "http://10.1.2.3/x", "http://[::1]/x", "http://169.254.169.254/latest"} {
+		if _, err := gc.CreateTaskPushConfig(ctx, &core.PushConfig{TaskID: gtask.ID, URL: u}); !errors.Is(err, core.ErrInvalidParams) {
+			t.Errorf("config with private URL %s: %v, want invalid params", u, err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
 	if _, n, _ := rc2.snapshot(); n != 0 {
 		t.Errorf("a loopback receiver got %d requests without AllowPrivateNetworks", n)
 	}
@@ -190,7 +205,19 @@ func TestPushConfig03(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":6,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"url":"https://hooks.example.com/b"}}}`, `"id":"default"`},
 		{`{"jsonrpc":"2.0","id":7,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `"}}`, `"url":"https://hooks.example.com/b"`},
 		{`{"jsonrpc":"2.0","id":8,"method":"tasks/pushNotificationConfig/get","params":{"id":"` + id + `","pushNotificationConfigId":"default"}}`, `"url":"https://hooks.example.com/b"`},
+		// 0.3 authentication: the first of "schemes" is sent; no
+		// schemes, or another scheme, would send no credentials: refused.
+		{`{"jsonrpc":"2.0","id":9,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"url":"https://hooks.example.com/c","authentication":{"schemes":[],"credentials":"s3"}}}}`, "!names no scheme"},
+		{`{"jsonrpc":"2.0","id":10,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"url":"https://hooks.example.com/c","authentication":{"schemes":["OAuth2"],"credentials":"s3"}}}}`, `!OAuth2\" is not one this server can send`},
+		{`{"jsonrpc":"2.0","id":11,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"` + id + `","pushNotificationConfig":{"url":"https://hooks.example.com/c","authentication":{"schemes":["Basic"],"credentials":"dTpw"}}}}`, `"schemes":["Basic"]`},
 	} {
+		if refusal, ok := strings.CutPrefix(tc.want, "!"); ok {
+			resp := rpc(t, url, tc.body)
+			if resp.code() != -32602 || !strings.Contains(resp.raw, refusal) {
+				t.Errorf("%s\n  answered %s; want invalid params saying %s", tc.body, resp.raw, tc.want)
+			}
+			continue
+		}
 		resp := rpc(t, url, tc.body)
 		if resp.body.Error != nil || !strings.Contains(resp.raw, tc.want) {
 			t.Errorf("%s\n  answered %s; want %s", tc.body, resp.raw, tc.want)

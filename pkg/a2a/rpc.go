@@ -213,10 +213,14 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 		writeRPCError(w, id, codeInternal, "internal error")
 		return
 	}
-	r2 := r.Clone(r.Context())
+	ctx := r.Context()
+	if m.legacy {
+		ctx = withLegacy(ctx) // push configs set here notify in 0.3's format
+	}
+	r2 := r.Clone(ctx)
 	r2.Body = io.NopCloser(bytes.NewReader(fwd))
 	r2.ContentLength = int64(len(fwd))
-	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id), noResult: m.noResult, list: m.list}
+	var out http.ResponseWriter = &idWriter{ResponseWriter: w, placeholder: []byte(strconv.Quote(placeholder)), id: orNull(id), noResult: m.noResult, list: m.list, legacy: m.legacy}
 	if notification {
 		// Executed, but nothing is sent back (JSON-RPC 2.0: the server
 		// must not reply to a notification). Streaming methods cannot
@@ -302,9 +306,69 @@ type idWriter struct {
 	id          []byte
 	noResult    bool // add "result": null to a response without result or error
 	list        bool // write a null or absent result as []
+	legacy      bool // A2A 0.3: an error's data is an object (legacyErrorData)
 }
 
 func (w *idWriter) Write(p []byte) (int, error) {
+	if w.legacy && bytes.Contains(p, []byte(`"data":[`)) {
+		if fixed, ok := legacyErrorData(p); ok {
+			if _, err := w.write(fixed); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return w.write(p)
+}
+
+// legacyErrorData rewrites the error of a JSON-RPC response, or of the
+// Server-Sent Event that carries one, for A2A 0.3 clients: the 1.0
+// binding writes an error's data as an array of details. The 0.3
+// clients disagree on its shape: a2a-go v0.3.x decodes data into an
+// object (and an array makes it lose the whole error, code and message),
+// while the 0.3 transport of a2a-go v2 decodes it into an array. No value
+// suits both, and data is optional in JSON-RPC 2.0 (§5.1): the error goes
+// without it, its message saying what the details said. ok is false when
+// p holds no such error.
+func legacyErrorData(p []byte) (out []byte, ok bool) {
+	prefix, body, suffix := []byte(nil), p, []byte(nil)
+	if i := bytes.Index(p, []byte("data: ")); i >= 0 && !bytes.HasPrefix(bytes.TrimSpace(p), []byte("{")) {
+		// An SSE event: "data: {json}\n\n".
+		start := i + len("data: ")
+		end := bytes.IndexByte(p[start:], '\n')
+		if end < 0 {
+			end = len(p) - start
+		}
+		prefix, body, suffix = p[:start], p[start:start+end], p[start+end:]
+	}
+	var resp map[string]json.RawMessage
+	if json.Unmarshal(body, &resp) != nil || resp["error"] == nil {
+		return nil, false
+	}
+	var e map[string]json.RawMessage
+	if json.Unmarshal(resp["error"], &e) != nil {
+		return nil, false
+	}
+	if d := bytes.TrimSpace(e["data"]); len(d) == 0 || d[0] != '[' {
+		return nil, false
+	}
+	delete(e, "data")
+	rewritten, err := json.Marshal(e)
+	if err != nil {
+		return nil, false
+	}
+	resp["error"] = rewritten
+	fixed, err := json.Marshal(resp)
+	if err != nil {
+		return nil, false
+	}
+	if prefix == nil && bytes.HasSuffix(p, []byte("\n")) {
+		fixed = append(fixed, '\n')
+	}
+	return append(append(append([]byte(nil), prefix...), fixed...), suffix...), true
+}
+
+func (w *idWriter) write(p []byte) (int, error) {
 	if w.noResult || w.list {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(p, &m) == nil && m["error"] == nil && (m["result"] == nil || w.list && string(m["result"]) == "null") {

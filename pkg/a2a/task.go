@@ -444,7 +444,7 @@ func readParts(parts core.ContentParts) (content, error) {
 // joined by newlines, go to the agent's text channel (as the graph's
 // pregel.TextInput makes them, when it declares one). A message the graph
 // cannot take gives a reason to reject the task.
-func (a *agent) input(c content) (json.RawMessage, string) {
+func (a *agent) input(c content, messageID string) (json.RawMessage, string) {
 	in := make(map[string]any)
 	if len(c.texts) > 0 && a.declared {
 		raw, err := a.graph.InputFromText(strings.Join(c.texts, "\n"))
@@ -454,6 +454,7 @@ func (a *agent) input(c content) (json.RawMessage, string) {
 		if err != nil {
 			return nil, fmt.Sprintf("graph %q cannot make its input from this text: %v", a.graph.Name(), err)
 		}
+		a.keepMessageID(in, messageID)
 	} else if len(c.texts) > 0 {
 		in[a.text] = strings.Join(c.texts, "\n")
 	}
@@ -471,6 +472,24 @@ func (a *agent) input(c content) (json.RawMessage, string) {
 		return nil, fmt.Sprintf("the input cannot be encoded as JSON: %v", err)
 	}
 	return raw, ""
+}
+
+// keepMessageID gives the user's message that a conversation graph made
+// of a client's text (in its messages channel) the client's messageId,
+// so that the task's history shows the message as the client sent it.
+func (a *agent) keepMessageID(in map[string]any, messageID string) {
+	if a.messages == "" || messageID == "" {
+		return
+	}
+	msgs, _ := in[a.messages].([]any)
+	if len(msgs) != 1 {
+		return
+	}
+	if m, ok := msgs[0].(map[string]any); ok && m["role"] == string(agentpkg.RoleUser) {
+		if id, _ := m["id"].(string); id == "" {
+			m["id"] = messageID
+		}
+	}
 }
 
 // resumeValue is the value a message gives an interrupted run: its one

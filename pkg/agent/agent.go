@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/pregel"
 )
 
@@ -144,7 +147,10 @@ func (a *Approval) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf("the answer does not fit (%v); %s", err, approvalShapes)
+		// In words for the approver: which field, what it must be; never
+		// Go's names for the types.
+		why := strings.TrimPrefix(jsonin.Explain(err), "json: ")
+		return fmt.Errorf("the answer does not fit (%s); %s", why, approvalShapes)
 	}
 	p.Decision = Decision(strings.ToLower(strings.TrimSpace(string(p.Decision))))
 	switch p.Decision {
@@ -242,7 +248,17 @@ func New(cfg Config) (*pregel.Graph, error) {
 	}
 	capture := captureContent()
 	m := &modelNode{cfg: &cfg, specs: specs, capture: capture}
-	tn := &toolNode{cfg: &cfg, tools: tools, capture: capture}
+	tn := &toolNode{cfg: &cfg, tools: tools, capture: capture, schemas: make(map[string]*jsonschema.Resolved, len(cfg.Approve))}
+	for _, name := range cfg.Approve {
+		// Edited arguments are checked against the tool's schema when
+		// the approver answers, so that a mistyped edit is asked again
+		// rather than failing the call.
+		r, err := resolveSchema(tools[name].Spec().InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("agent: tool %q: its input schema: %w", name, err)
+		}
+		tn.schemas[name] = r
+	}
 	b := Register(pregel.NewGraph[State](cfg.Name)).Describe(cfg.Description)
 	b.AddNode(ModelNode, m, pregel.Writes("messages", "usage"), pregel.WithRetry(modelRetry),
 		pregel.Describe("Model", "Answers the conversation, possibly asking for tools"))
@@ -365,6 +381,9 @@ type toolNode struct {
 	cfg     *Config
 	tools   map[string]Tool
 	capture bool // CaptureContentEnv: arguments and results on execute_tool spans
+	// schemas are the input schemas of the tools whose calls wait for an
+	// approval (nil for a tool without one).
+	schemas map[string]*jsonschema.Resolved
 }
 
 func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
@@ -399,7 +418,12 @@ func (t *toolNode) Execute(ctx context.Context, _ State) (State, error) {
 	input := call.Input
 	var approval Decision
 	if slices.Contains(t.cfg.Approve, call.Name) {
-		ans, err := pregel.Interrupt[Approval](ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call, Question: approvalQuestion(call), InputSchema: tool.Spec().InputSchema})
+		ans, err := pregel.InterruptValid(ctx, ApprovalRequest{Kind: "tool_approval", ToolCall: call, Question: approvalQuestion(call), InputSchema: tool.Spec().InputSchema}, func(a Approval) error {
+			if a.Decision != Edit {
+				return nil
+			}
+			return checkArguments(t.schemas[call.Name], call.Name, a.Input)
+		})
 		if err != nil {
 			return State{}, err
 		}

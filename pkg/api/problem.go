@@ -93,6 +93,11 @@ func (h *Handler) classify(r *http.Request, err error) *problem {
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k.sentinel) {
+			if pub := runs.Public(err); pub != err {
+				// The store's words name the store: they stay in the log.
+				h.log.InfoContext(r.Context(), "api: request refused", "method", r.Method, "path", r.URL.Path, "error", err)
+				err = pub
+			}
 			return &problem{Status: k.status, Type: k.typ, Title: k.title, Detail: detail(err, k.sentinel)}
 		}
 	}

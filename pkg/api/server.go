@@ -81,6 +81,19 @@ func (h *Handler) checkHost(next http.Handler) http.Handler {
 	})
 }
 
+// GuardHost returns next behind the Host check this handler applies to
+// its own routes (Config.HostCheck, on servers without a token), or next
+// itself when it applies none. Handlers served beside the API rather
+// than through Handle, such as the public agent cards of pkg/a2a, which
+// put the request's host in what they answer, use it so that a page on
+// another DNS name cannot read them either.
+func (h *Handler) GuardHost(next http.Handler) http.Handler {
+	if !h.hostCheck {
+		return next
+	}
+	return h.checkHost(next)
+}
+
 // hostAllowed reports whether a Host header value is accepted: a
 // loopback name (localhost, *.localhost), an IP address (DNS rebinding
 // needs a DNS name), or an allowed name. The port is ignored.

@@ -99,7 +99,9 @@ func (f *frame) add(folded, key string) {
 }
 
 // Check reports whether data is acceptable JSON input: valid UTF-8 (in
-// strings and everywhere else), nested at most MaxDepth levels, and with
+// strings and everywhere else, and no \uXXXX escape of half a UTF-16
+// surrogate pair, which decoders would replace with U+FFFD while raw
+// copies keep it), nested at most MaxDepth levels, and with
 // no object repeating a key, exactly or in another case ("id" and "ID").
 // It does not check that data is a single valid JSON value beyond what it
 // reads; decoders do that. A nil error means data passed.
@@ -107,6 +109,9 @@ func Check(data []byte) error {
 	if !utf8.Valid(data) {
 		off := invalidUTF8Offset(data)
 		return &Error{Offset: int64(off), Reason: fmt.Sprintf("the body is not valid UTF-8 (byte offset %d); send text encoded as UTF-8", off)}
+	}
+	if off := loneSurrogateOffset(data); off >= 0 {
+		return &Error{Offset: int64(off), Reason: fmt.Sprintf("the body has an escaped UTF-16 surrogate with no partner (%s at byte offset %d), which is not valid UTF-8 text; send the character itself, or both halves of its surrogate pair", data[off:off+6], off)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -283,4 +288,71 @@ func invalidUTF8Offset(data []byte) int {
 		i += n
 	}
 	return len(data)
+}
+
+// loneSurrogateOffset returns the offset of the first \uXXXX escape in a
+// string of data that is half of a UTF-16 surrogate pair without its
+// other half, or -1 if there is none.
+func loneSurrogateOffset(data []byte) int {
+	if !bytes.Contains(data, []byte(`\u`)) {
+		return -1
+	}
+	inString := false
+	pendingHigh := -1 // offset of a high surrogate waiting for its low half
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if !inString {
+			if c == '"' {
+				inString = true
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			if pendingHigh >= 0 {
+				return pendingHigh
+			}
+			inString = false
+		case '\\':
+			if i+1 >= len(data) {
+				return -1 // the decoder reports the syntax error
+			}
+			if data[i+1] != 'u' {
+				if pendingHigh >= 0 {
+					return pendingHigh
+				}
+				i++ // an escaped character: skip it
+				continue
+			}
+			if i+6 > len(data) {
+				return -1
+			}
+			v, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+			if err != nil {
+				return -1
+			}
+			switch {
+			case v >= 0xD800 && v < 0xDC00:
+				if pendingHigh >= 0 {
+					return pendingHigh
+				}
+				pendingHigh = i
+			case v >= 0xDC00 && v < 0xE000:
+				if pendingHigh < 0 {
+					return i
+				}
+				pendingHigh = -1
+			default:
+				if pendingHigh >= 0 {
+					return pendingHigh
+				}
+			}
+			i += 5
+		default:
+			if pendingHigh >= 0 {
+				return pendingHigh
+			}
+		}
+	}
+	return -1
 }

@@ -34,6 +34,14 @@ func TestCheck(t *testing.T) {
 		{"unicode case variant", `{"straße":1,"STRASSE":2,"ǅ":1,"ǆ":2}`, `key "ǆ" repeats key "ǅ"`},
 		{"invalid utf-8 in a string", "{\"a\":\"\xff\"}", "not valid UTF-8 (byte offset 6)"},
 		{"invalid utf-8 in a key", "{\"\xc3\":1}", "not valid UTF-8"},
+		{"lone low surrogate", `{"a":"\udfff"}`, `surrogate with no partner (\udfff at byte offset 6)`},
+		{"lone high surrogate at the end", `{"a":"x\uD83D"}`, `(\uD83D at byte offset 7)`},
+		{"high surrogate then a letter", `{"a":"\ud83dx"}`, `surrogate with no partner`},
+		{"two high surrogates", `["\ud83d\ud83d\ude00"]`, `byte offset 2`},
+		{"lone surrogate in a key", `{"\udc00":1}`, `surrogate with no partner`},
+		{"surrogate pair", `{"a":"\ud83d\ude00","b":"\u00e9\\udfff"}`, ""},
+		{"escaped backslash before u", `["\\udfff","\"\\"]`, ""},
+		{"surrogate-like text outside strings is left to the decoder", `[1]`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

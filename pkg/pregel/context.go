@@ -139,6 +139,30 @@ func Interrupt[T any](ctx context.Context, payload any) (T, error) {
 	return v, nil
 }
 
+// InterruptValid is [Interrupt] with a check of the answer beyond its
+// type: an answer that decodes into T but that valid refuses (the
+// arguments of an edited tool call that do not fit the tool's schema,
+// say) is not taken either. The call asks again, under the same
+// interrupt id, with valid's error as the reason in
+// [InterruptInfo.Error], and the run waits for a correct answer. valid's
+// error is shown to whoever answers: it should say what to fix.
+func InterruptValid[T any](ctx context.Context, payload any, valid func(T) error) (T, error) {
+	var v T
+	if err := ask(ctx, payload, jsonTypeOf(reflect.TypeFor[T]()), "", func(raw json.RawMessage) error {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		if valid != nil {
+			return valid(v)
+		}
+		return nil
+	}); err != nil {
+		var zero T
+		return zero, err
+	}
+	return v, nil
+}
+
 // ask is Interrupt over JSON: it returns the answer to the calling task's
 // next interrupt, once decode accepts it, or the *InterruptError that asks
 // for it. typ is the JSON type the answer must have ("" for any) and

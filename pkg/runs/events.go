@@ -103,15 +103,23 @@ func changes(old, r Run, at time.Time) []Event {
 	return evs
 }
 
-// answerDetail is the detail of a resume_requested event: the answer it
-// gave, so that a run's history shows what was answered; "" without one.
+// answerDetail is the detail of a resume_requested event: what names the
+// answer (ResumeRequest.By) and the answer given, so that a run's history
+// shows what was answered; "" without either.
 func answerDetail(rr *ResumeRequest) string {
 	const max = 300
 	if rr == nil {
 		return ""
 	}
 	var b strings.Builder
+	if rr.By != "" {
+		// What names the answer applied (an A2A message id), first.
+		b.WriteString(rr.By)
+	}
 	if len(rr.Value) > 0 {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
 		b.WriteString("answer: ")
 		b.Write(compactAnswer(rr.Value))
 	}

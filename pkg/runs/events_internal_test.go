@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,10 @@ func TestChanges(t *testing.T) {
 		{"resume values given", running, Run{Status: pregel.RunRunning, Step: 2, Resume: resume}, []Event{ev(EventResumeRequested, pregel.RunRunning, 2, `answer: "yes"`)}},
 		{"answers by interrupt, compacted", running, Run{Status: pregel.RunRunning, Step: 2, Resume: &ResumeRequest{Values: map[string]json.RawMessage{"b": json.RawMessage(`{ "decision": "reject", "message": "too much" }`), "a": json.RawMessage(`"approve"`)}}},
 			[]Event{ev(EventResumeRequested, pregel.RunRunning, 2, `answer to a: "approve"; answer to b: {"decision":"reject","message":"too much"}`)}},
+		{"resume named by its message", interrupted, Run{Status: pregel.RunPending, Step: 1, Interrupts: interrupted.Interrupts, Resume: &ResumeRequest{Value: json.RawMessage(`"yes"`), By: "message m-7"}},
+			[]Event{ev(EventResumeRequested, pregel.RunPending, 1, `message m-7, answer: "yes"`)}},
+		{"long answer shortened", interrupted, Run{Status: pregel.RunPending, Step: 1, Interrupts: interrupted.Interrupts, Resume: &ResumeRequest{Value: json.RawMessage(`"` + strings.Repeat("é", 400) + `"`)}},
+			[]Event{ev(EventResumeRequested, pregel.RunPending, 1, `answer: "`+strings.Repeat("é", 290)+"…")}},
 		{"resume values taken", Run{Status: pregel.RunRunning, Step: 1, Resume: resume}, Run{Status: pregel.RunRunning, Step: 1}, nil},
 		{"resumed run started", Run{Status: pregel.RunPending, Step: 3}, Run{Status: pregel.RunRunning, Step: 3}, []Event{ev(EventRunning, pregel.RunRunning, 3, "")}},
 		{"resume rolled back", Run{Status: pregel.RunPending, Step: 3}, drained, []Event{ev(EventDrained, pregel.RunDrained, 3, "deploy")}},

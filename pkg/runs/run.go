@@ -115,6 +115,10 @@ type ResumeRequest struct {
 	Values map[string]json.RawMessage `json:"values,omitempty"`
 	// Message, if set, is appended to the run's Messages.
 	Message json.RawMessage `json:"-"`
+	// By names the answer for those whose answers come too late: the
+	// A2A message that carries it, say. Empty, the answer itself names
+	// it. It is the detail of the run's resume_requested event.
+	By string `json:"-"`
 }
 
 // Filter selects runs to list.

@@ -331,6 +331,11 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 				return fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), pregel.ErrInvalidResume.Error()+": "), ErrInvalid)
 			}
 		default:
+			if won := LastAnswer(*r); won != "" {
+				// Several answers to one question: the first applied
+				// won, the others are told which it was.
+				return fmt.Errorf("run %q was already resumed, %s, and is %s now; this answer was not applied: %w", id, won, r.Status, ErrInvalidState)
+			}
 			return fmt.Errorf("run %q is %s; only interrupted or drained runs can be resumed: %w", id, r.Status, ErrInvalidState)
 		}
 		if r.SupersededBy != "" {

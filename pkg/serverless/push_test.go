@@ -277,8 +277,9 @@ func TestPushNotificationsServerless(t *testing.T) {
 }
 
 // TestPushPrivateAddressRefusedServerless: without
-// PUSH_ALLOW_PRIVATE_NETWORKS, a receiver on a loopback address gets
-// nothing (SSRF); the failure is logged without the config's secrets.
+// PUSH_ALLOW_PRIVATE_NETWORKS, a config naming a receiver on a loopback
+// address is refused when it is given (SSRF), with an error that says
+// why; the receiver gets nothing and nothing logs the config's secrets.
 func TestPushPrivateAddressRefusedServerless(t *testing.T) {
 	t.Parallel()
 	rc := &hook{}
@@ -287,23 +288,29 @@ func TestPushPrivateAddressRefusedServerless(t *testing.T) {
 	s := newStack(t, stackOptions{push: a2a.PushOptions{Attempts: 2, Backoff: 10 * time.Millisecond}})
 	streamStandIn(t, s, func() *serverless.App { return s.app })
 	cfg := map[string]any{"url": receiver.URL + "/notify?key=url-secret", "token": "tok-2"}
-	a2aCall(t, s.app, triage.Name, "SendMessage", map[string]any{
+	srv := httptest.NewServer(s.app)
+	defer srv.Close()
+	st := &stack{t: t, url: srv.URL}
+	var resp struct {
+		Error *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	req := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{
 		"message":       textMessage("m1", "", "I was charged twice for my order"),
 		"configuration": map[string]any{"taskPushNotificationConfig": cfg},
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(s.logs.String(), "push notification not delivered") {
-		if time.Now().After(deadline) {
-			t.Fatal("no refused delivery was logged in 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
+	}}
+	if code := st.do("POST", "/a2a/"+triage.Name, req, &resp); code != http.StatusOK || resp.Error == nil || resp.Error.Code != -32602 || !strings.Contains(resp.Error.Message, "does not call its own network") {
+		t.Fatalf("a config with a loopback receiver: status %d, error %+v; want -32602 saying why", code, resp.Error)
 	}
+	time.Sleep(200 * time.Millisecond)
 	if _, n, _ := rc.snapshot(); n != 0 {
 		t.Errorf("a loopback receiver got %d requests without PUSH_ALLOW_PRIVATE_NETWORKS", n)
 	}
 	for _, secret := range []string{"tok-2", "url-secret"} {
-		if strings.Contains(s.logs.String(), secret) {
-			t.Errorf("the logs show the secret %q", secret)
+		if strings.Contains(s.logs.String(), secret) || strings.Contains(resp.Error.Message, secret) {
+			t.Errorf("the logs or the error show the secret %q", secret)
 		}
 	}
 }

@@ -36,6 +36,8 @@ type devFlags struct {
 	concurrency int
 	maxBody     int64
 	strategy    string
+	// pushPrivate lets A2A push notifications go to private networks.
+	pushPrivate bool
 }
 
 func newDevCmd(env Env) *cobra.Command {
@@ -80,6 +82,7 @@ next start.`,
 	fl.IntVar(&f.concurrency, "concurrency", runs.DefaultConcurrency, "most runs executing at once")
 	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
 	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
+	fl.BoolVar(&f.pushPrivate, "a2a-push-private", false, "let A2A push notifications go to loopback, private and link-local addresses (a receiver on this machine or network); off, they are refused at config time")
 	af.register(c, env)
 	return c
 }
@@ -135,7 +138,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
-	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st}),
+	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
 		// message continues the conversation.
 		a2a.WithThreadStrategy(runs.Strategy(f.strategy))) // checked in RunE
@@ -172,7 +175,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	// The web inspector at /, the API's routes keep precedence; with
 	// tracing on, a server span per API request.
-	srv := api.NewServer(env.s.wrap(inspector.New(tr.HTTPHandler(agents.PublicCards(handler)))), api.ServerConfig{Logger: log})
+	srv := api.NewServer(env.s.wrap(inspector.New(tr.HTTPHandler(handler.GuardHost(agents.PublicCards(handler))))), api.ServerConfig{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -224,6 +227,10 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	defer cancel()
 	if err := srv.Shutdown(httpCtx); err != nil {
 		log.Warn("close HTTP connections", "error", err)
+	}
+	// Push loops read the store: they stop before it closes.
+	if err := agents.StopPush(httpCtx); err != nil {
+		log.Warn("stop push deliveries", "error", err)
 	}
 	log.Info("stopped")
 	return nil
