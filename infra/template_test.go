@@ -550,7 +550,7 @@ func TestFunctionPermissions(t *testing.T) {
 	}{
 		{"ApiFunction", []string{"EventsDeadLetterQueue", "TickQueue"}, []string{"StartQueue"}},
 		{"TickFunction", []string{"NodeQueue", "TickQueue"}, []string{"TickQueue"}},
-		{"NodeFunction", []string{"TickQueue"}, []string{"NodeQueue"}},
+		{"NodeFunction", []string{"NodeQueue", "TickQueue"}, []string{"NodeQueue"}},
 		{"SweepFunction", []string{"SweepDeadLetterQueue"}, nil},
 	} {
 		if got := roleGrants(t, tp, tt.fn, "sqs:SendMessage"); !slices.Equal(got, tt.send) {
