@@ -1,9 +1,36 @@
 package infra
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
+
+// TestStreamConcurrencyParameter: the stream function, whose requests
+// hold an instance for up to 900 s, has a reserved-concurrency parameter
+// (its most streams open at once), empty by default.
+func TestStreamConcurrencyParameter(t *testing.T) {
+	tp := loadTemplate(t)
+	p := asMap(asMap(tp["Parameters"])["StreamReservedConcurrency"])
+	if p == nil || p["Default"] != "" || p["AllowedPattern"] != "^([1-9][0-9]*)?$" {
+		t.Errorf("parameter StreamReservedConcurrency: %v, want a whole number or empty, empty by default", p)
+	}
+	fn := tp.resource(t, "StreamFunction", "AWS::Serverless::Function")
+	rce := asList(asMap(fn.Properties["ReservedConcurrentExecutions"])["Fn::If"])
+	if len(rce) != 3 || rce[0] != "HasStreamReservedConcurrency" {
+		t.Fatalf("StreamFunction.ReservedConcurrentExecutions = %v, want !If [HasStreamReservedConcurrency, ...]", fn.Properties["ReservedConcurrentExecutions"])
+	}
+	if id, _, ok := refTarget(rce[1]); !ok || id != "StreamReservedConcurrency" {
+		t.Errorf("StreamFunction.ReservedConcurrentExecutions when set = %v, want !Ref StreamReservedConcurrency", rce[1])
+	}
+	if id, _, ok := refTarget(rce[2]); !ok || id != "AWS::NoValue" {
+		t.Errorf("StreamFunction.ReservedConcurrentExecutions when empty = %v, want no value", rce[2])
+	}
+	cond := fmt.Sprint(asMap(tp["Conditions"])["HasStreamReservedConcurrency"])
+	if !strings.Contains(cond, "StreamReservedConcurrency") || !strings.Contains(cond, "Fn::Not") {
+		t.Errorf("condition HasStreamReservedConcurrency = %s, want the parameter not empty", cond)
+	}
+}
 
 // TestConcurrencyParameters: tick and node have a reserved-concurrency
 // parameter (empty by default: reserving takes from the account's pool)
