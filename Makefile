@@ -3,7 +3,7 @@ GO        ?= go
 PKGS      := ./...
 BENCHTIME ?= 1s
 
-.PHONY: run test lint bench bench-fanout build fmt vet
+.PHONY: run test lint bench bench-fanout build fmt vet staticcheck fuzz
 
 ## run: run the example graph end to end on this machine (no cloud account needed)
 run:
@@ -13,11 +13,34 @@ run:
 test: lint
 	$(GO) test -race -count=1 $(PKGS)
 
-## lint: gofmt, go vet and cfn-lint (lint-infra)
-lint: lint-infra
-	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
-	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+# staticcheck (honnef.co/go/tools), fetched from the module proxy by
+# `go run` at this version (v0.8 supports go 1.26); nothing to install.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOFILES = $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
+
+## lint: gofmt (check only), go vet, staticcheck and cfn-lint (lint-infra)
+lint: lint-infra vet staticcheck
+	@out=$$(gofmt -l $(GOFILES)); \
+	if [ -n "$$out" ]; then echo "gofmt needed on (make fmt):"; echo "$$out"; exit 1; fi
+
+## fmt: rewrite every Go file with gofmt
+fmt:
+	gofmt -w $(GOFILES)
+
+## vet: go vet on every package
+vet:
 	$(GO) vet $(PKGS)
+
+## staticcheck: staticcheck on every package
+staticcheck:
+	$(STATICCHECK) $(PKGS)
+
+## fuzz: run one fuzz target longer than make test does (its seeds):
+##   make fuzz FUZZ=FuzzDecode PKG=./pkg/jsonin FUZZTIME=5m
+FUZZTIME ?= 1m
+fuzz:
+	@if [ -z "$(FUZZ)" ] || [ -z "$(PKG)" ]; then echo "fuzz: set FUZZ=<target> PKG=<package>; the targets: git grep -n 'func Fuzz'" >&2; exit 2; fi
+	$(GO) test -run '^$$' -fuzz '^$(FUZZ)$$' -fuzztime $(FUZZTIME) $(PKG)
 
 ## bench: engine and store benchmarks (figures recorded in bench/README.md); the 1,000-way fan-out is bench-fanout
 bench:

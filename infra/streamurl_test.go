@@ -33,8 +33,12 @@ func TestStreamFunctionURL(t *testing.T) {
 	res := asMap(tp["Resources"])
 	public := map[string]bool{}
 	for _, p := range tp.resources("AWS::Lambda::Permission") {
-		if id, _, ok := refTarget(p.Properties["FunctionName"]); !ok || id != "StreamFunction" {
+		id, _, ok := refTarget(p.Properties["FunctionName"])
+		if !ok || (id != "StreamFunction" && id != "StreamFunction.Alias") {
 			continue
+		}
+		if id != "StreamFunction.Alias" {
+			t.Errorf("%s: FunctionName !Ref %s, want !Ref StreamFunction.Alias (the URL is on the alias)", p.ID, id)
 		}
 		if cond := asMap(res[p.ID])["Condition"]; cond != "UseJWT" {
 			t.Errorf("%s: Condition %v, want UseJWT (IAM mode grants no public access)", p.ID, cond)

@@ -550,7 +550,7 @@ func TestFunctionPermissions(t *testing.T) {
 	}{
 		{"ApiFunction", []string{"EventsDeadLetterQueue", "TickQueue"}, []string{"StartQueue"}},
 		{"TickFunction", []string{"NodeQueue", "TickQueue"}, []string{"TickQueue"}},
-		{"NodeFunction", []string{"TickQueue"}, []string{"NodeQueue"}},
+		{"NodeFunction", []string{"NodeQueue", "TickQueue"}, []string{"NodeQueue"}},
 		{"SweepFunction", []string{"SweepDeadLetterQueue"}, nil},
 	} {
 		if got := roleGrants(t, tp, tt.fn, "sqs:SendMessage"); !slices.Equal(got, tt.send) {
@@ -726,5 +726,42 @@ func TestOutputs(t *testing.T) {
 		if id, attr, ok := refTarget(asMap(out[q+"Url"])["Value"]); !ok || id != q || attr != "" {
 			t.Errorf("output %sUrl = %v, want !Ref %s", q, out[q+"Url"], q)
 		}
+	}
+}
+
+// TestAutoPublishAlias: every function publishes a version per deploy
+// behind the alias "live", and what invokes a function invokes the
+// alias: SAM puts the event source mappings, the EventBridge target and
+// the HTTP API's integration on it (AutoPublishAlias); the stream
+// function's URL is the alias's (Qualifier), created after it.
+func TestAutoPublishAlias(t *testing.T) {
+	tp := loadTemplate(t)
+	for _, id := range functions {
+		fn := tp.resource(t, id, "AWS::Serverless::Function")
+		if got := tp.functionProp(fn, "AutoPublishAlias"); got != "live" {
+			t.Errorf("%s: AutoPublishAlias %v, want live", id, got)
+		}
+		for name, ev := range asMap(fn.Properties["Events"]) {
+			// An event with its own FunctionName or target would bypass
+			// the alias.
+			if p := asMap(asMap(ev)["Properties"]); p["FunctionName"] != nil {
+				t.Errorf("%s event %s names a function", id, name)
+			}
+		}
+	}
+	url := tp.resource(t, "StreamFunctionUrl", "AWS::Lambda::Url")
+	if url.Properties["Qualifier"] != "live" {
+		t.Errorf("StreamFunctionUrl.Qualifier = %v, want live (the alias)", url.Properties["Qualifier"])
+	}
+	if dep := fmt.Sprint(asMap(asMap(tp["Resources"])["StreamFunctionUrl"])["DependsOn"]); dep != "StreamFunctionAliaslive" {
+		t.Errorf("StreamFunctionUrl.DependsOn = %s, want StreamFunctionAliaslive (SAM's alias resource)", dep)
+	}
+	for _, p := range tp.resources("AWS::Lambda::Permission") {
+		if id, _, _ := refTarget(p.Properties["FunctionName"]); !strings.HasSuffix(id, ".Alias") {
+			t.Errorf("%s: FunctionName %v, want !Ref <Function>.Alias", p.ID, p.Properties["FunctionName"])
+		}
+	}
+	for _, r := range tp.resources("AWS::Lambda::EventSourceMapping") {
+		t.Errorf("%s: an event source mapping outside a function's Events is not put on the alias by SAM", r.ID)
 	}
 }

@@ -58,7 +58,7 @@ func (w *watcher) next(ctx context.Context) (*pregel.Event, error) {
 }
 
 // pending reports whether events wait to be read.
-func (w *watcher) pending() bool { return w.events != nil && len(w.events) > 0 }
+func (w *watcher) pending() bool { return len(w.events) > 0 }
 
 // get reads a run record for a task the caller already found.
 func (s *Server) get(ctx context.Context, id string) (runs.Run, error) {

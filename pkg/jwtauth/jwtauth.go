@@ -324,8 +324,19 @@ func (v *Verifier) fetchKeys(ctx context.Context) (map[string]crypto.PublicKey, 
 			if err1 != nil || err2 != nil {
 				continue
 			}
-			pub := &ecdsa.PublicKey{Curve: curve, X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
-			if !curve.IsOnCurve(pub.X, pub.Y) {
+			// The uncompressed point 0x04 || X || Y, each coordinate
+			// left-padded to the curve's size; the parser checks that
+			// the point is on the curve.
+			size := (curve.Params().BitSize + 7) / 8
+			if len(x) > size || len(y) > size {
+				continue
+			}
+			point := make([]byte, 1+2*size)
+			point[0] = 4
+			copy(point[1+size-len(x):1+size], x)
+			copy(point[1+2*size-len(y):], y)
+			pub, err := ecdsa.ParseUncompressedPublicKey(curve, point)
+			if err != nil {
 				continue
 			}
 			keys[k.Kid] = pub

@@ -350,24 +350,6 @@ func (g *Graph) reduceOne(ch string, cur, update json.RawMessage) (json.RawMessa
 	return update, nil
 }
 
-// reduce returns values with writes applied, leaving values unchanged.
-func (g *Graph) reduce(values, writes map[string]json.RawMessage) (map[string]json.RawMessage, error) {
-	out := maps.Clone(values)
-	if out == nil {
-		out = make(map[string]json.RawMessage, len(writes))
-	}
-	for ch, w := range writes {
-		v, err := g.reduceOne(ch, out[ch], w)
-		if err != nil {
-			return nil, fmt.Errorf("channel %q: %w", ch, err)
-		}
-		if v != nil {
-			out[ch] = v
-		}
-	}
-	return out, nil
-}
-
 // sortedKeys returns the channels of writes in order, without sorting the
 // common single write.
 func sortedKeys(writes map[string]json.RawMessage) []string {

@@ -430,8 +430,8 @@ func TestTwoInterruptsInOneNode(t *testing.T) {
 	cg := compile(t, g)
 	store := pregel.NewMemoryStore()
 	ctx := context.Background()
-	res, _ := cg.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("r"))
-	res, _ = cg.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume("one"))
+	_, _ = cg.Run(ctx, nil, pregel.WithStore(store), pregel.WithRunID("r"))
+	res, _ := cg.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume("one"))
 	if res.Status != pregel.RunInterrupted || string(res.Interrupts[0].Value) != `"second?"` {
 		t.Fatalf("after first answer: %+v", res)
 	}

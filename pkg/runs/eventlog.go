@@ -278,13 +278,6 @@ func (h *watchHub) removeLocked(runID string, w *Watch) {
 	}
 }
 
-// watched reports whether a run has watchers.
-func (h *watchHub) watched(runID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.watches[runID]) > 0
-}
-
 // deliver sends evs to the run's watchers without blocking; a watcher
 // without room for all of them is dropped.
 func (h *watchHub) deliver(runID string, evs []StreamEvent) {

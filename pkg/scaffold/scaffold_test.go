@@ -96,3 +96,33 @@ func TestSameTemplateAsTheRepository(t *testing.T) {
 		t.Errorf("GoVersion %s, superstep's go.mod says %s", GoVersion, mf.Go.Version)
 	}
 }
+
+// TestFunctionCountInText: the scaffolded main.go and Makefile say how
+// many Lambda functions the scaffolded template has, and say it right.
+func TestFunctionCountInText(t *testing.T) {
+	tpl, err := files.ReadFile("files/infra/template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := strings.Count(string(tpl), "Type: AWS::Serverless::Function")
+	words := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
+	if n < 1 || n >= len(words) {
+		t.Fatalf("the scaffolded template has %d functions", n)
+	}
+	for _, f := range []string{"files/main.go.tmpl", "files/Makefile.tmpl"} {
+		b, err := files.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Comment markers dropped, lines joined.
+		text := strings.Join(strings.Fields(strings.NewReplacer("//", " ", "#", " ").Replace(string(b))), " ")
+		if !strings.Contains(text, words[n]+" Lambda functions") && !strings.Contains(text, "the "+words[n]+" functions") {
+			t.Errorf("%s does not say the template's %s functions", f, words[n])
+		}
+		for i, w := range words {
+			if i != n && (strings.Contains(text, " "+w+" Lambda functions") || strings.Contains(text, "the "+w+" functions")) {
+				t.Errorf("%s says %q functions; the template has %d", f, w, n)
+			}
+		}
+	}
+}

@@ -252,7 +252,7 @@ func TestPushNotificationsServerless(t *testing.T) {
 	}
 
 	a2aCall(t, fresh, triage.Name, "SendMessage", map[string]any{"message": textMessage("m2", task.ID, "approve")})
-	states := rc.waitFor(t, "TASK_STATE_COMPLETED")
+	rc.waitFor(t, "TASK_STATE_COMPLETED")
 	time.Sleep(300 * time.Millisecond) // nothing more comes
 	states, attempts, headers := rc.snapshot()
 

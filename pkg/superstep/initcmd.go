@@ -27,7 +27,7 @@ func newInitCmd(env Env) *cobra.Command {
 		Long: `Write a new project into DIR (created if missing; it must be empty):
 go.mod, main.go with a starter graph (a router, a join and an interrupt)
 and its test, a Makefile (make run, make dev, make test and the build-*
-targets sam build calls), infra/template.yaml (the SAM template of the four
+targets sam build calls), infra/template.yaml (the SAM template of the five
 Lambda functions, one binary for all), samconfig.toml, events/*.json for
 sam local invoke, and a README.
 

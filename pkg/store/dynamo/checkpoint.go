@@ -638,7 +638,7 @@ func (s *Store) queryPages(ctx context.Context, in *dynamodb.QueryInput, fn func
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("Query: %w", err)
+			return fmt.Errorf("query: %w", err)
 		}
 		for _, it := range out.Items {
 			if err := fn(it); err != nil {

@@ -440,7 +440,7 @@ func (s *Store) eventItems(ctx context.Context, pk string, lo, hi int64, forward
 		ConsistentRead:            aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("Query: %w", err)
+		return nil, fmt.Errorf("query: %w", err)
 	}
 	items := make([]eventItem, 0, len(out.Items))
 	for _, it := range out.Items {

@@ -486,7 +486,7 @@ func (st *stream) fill(ctx context.Context, client *dynamodb.Client) error {
 	for len(st.items) == 0 && !st.done {
 		out, err := client.Query(ctx, st.in)
 		if err != nil {
-			return fmt.Errorf("Query %s: %w", aws.ToString(st.in.IndexName), err)
+			return fmt.Errorf("query %s: %w", aws.ToString(st.in.IndexName), err)
 		}
 		st.items = out.Items
 		if len(out.LastEvaluatedKey) == 0 {

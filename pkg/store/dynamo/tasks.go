@@ -43,7 +43,7 @@ func (s *Store) tasksDown(ctx context.Context, runID, low, high string) (map[str
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("Query: %w", err)
+			return nil, nil, fmt.Errorf("query: %w", err)
 		}
 		for _, it := range out.Items {
 			sk, _ := getS(it, attrSK)

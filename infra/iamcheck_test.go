@@ -1,0 +1,205 @@
+package infra
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+)
+
+// The account and region of the ARNs moto gives its resources, and so
+// of the expanded template.
+const (
+	testAccount = "123456789012"
+	testRegion  = "us-east-1"
+)
+
+// awsCall is one request a function's code sent to AWS: its IAM action
+// ("dynamodb:GetItem") and the ARN of the resource it acts on.
+type awsCall struct {
+	Function, Action, Resource string
+}
+
+// callRecorder is a reverse proxy in front of moto that records, for
+// every request, which function sent it (the access key id: each
+// function's clients sign with its logical id), its action and its
+// resources. Requests signed with another key (the test's own set-up and
+// checks) pass through unrecorded. The functions' code is not changed:
+// only their aws.Config (endpoint and credentials) differs from
+// production's.
+type callRecorder struct {
+	proxy *httputil.ReverseProxy
+	known map[string]bool // access key ids recorded
+
+	mu    sync.Mutex
+	calls map[awsCall]int
+	bad   []string // requests the recorder could not attribute
+}
+
+func newCallRecorder(t *testing.T, target string, functions []string) *callRecorder {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &callRecorder{proxy: httputil.NewSingleHostReverseProxy(u), known: map[string]bool{}, calls: map[awsCall]int{}}
+	// Requests cancelled when the test stops its pollers are not errors.
+	r.proxy.ErrorLog = log.New(io.Discard, "", 0)
+	for _, fn := range functions {
+		r.known[fn] = true
+	}
+	return r
+}
+
+// credential matches a SigV4 Authorization header's key id and service.
+var credential = regexp.MustCompile(`Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/aws4_request`)
+
+func (r *callRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	if m := credential.FindStringSubmatch(req.Header.Get("Authorization")); m != nil && r.known[m[1]] {
+		calls, err := parseCall(m[1], m[2], req, body)
+		r.mu.Lock()
+		if err != nil {
+			r.bad = append(r.bad, fmt.Sprintf("%s: %v", m[1], err))
+		}
+		for _, c := range calls {
+			r.calls[c]++
+		}
+		r.mu.Unlock()
+	}
+	r.proxy.ServeHTTP(w, req)
+}
+
+// snapshot returns the calls recorded so far, sorted.
+func (r *callRecorder) snapshot() []awsCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]awsCall, 0, len(r.calls))
+	for c := range r.calls {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b awsCall) int {
+		return strings.Compare(a.Function+a.Action+a.Resource, b.Function+b.Action+b.Resource)
+	})
+	return out
+}
+
+// parseCall reads the action and resources of a DynamoDB or SQS request
+// (the JSON protocols of aws-sdk-go-v2, or SQS's query protocol).
+func parseCall(fn, service string, req *http.Request, body []byte) ([]awsCall, error) {
+	op := ""
+	if target := req.Header.Get("X-Amz-Target"); target != "" {
+		_, op, _ = strings.Cut(target, ".")
+	}
+	var in map[string]json.RawMessage
+	if len(body) > 0 && op != "" {
+		if err := json.Unmarshal(body, &in); err != nil {
+			return nil, fmt.Errorf("%s %s: body: %w", service, op, err)
+		}
+	}
+	str := func(k string) string {
+		var s string
+		_ = json.Unmarshal(in[k], &s)
+		return s
+	}
+	if op == "" { // SQS query protocol
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, fmt.Errorf("%s: form: %w", service, err)
+		}
+		op = form.Get("Action")
+		in = map[string]json.RawMessage{}
+		if q := form.Get("QueueUrl"); q != "" {
+			b, _ := json.Marshal(q)
+			in["QueueUrl"] = b
+		}
+	}
+	if op == "" {
+		return nil, fmt.Errorf("%s: no operation in the request", service)
+	}
+	tableARN := func(name string) string {
+		return fmt.Sprintf("arn:aws:dynamodb:%s:%s:table/%s", testRegion, testAccount, name)
+	}
+	call := func(action, res string) awsCall { return awsCall{fn, action, res} }
+	switch service {
+	case "dynamodb":
+		switch op {
+		case "BatchGetItem", "BatchWriteItem":
+			var items map[string]json.RawMessage
+			if err := json.Unmarshal(in["RequestItems"], &items); err != nil || len(items) == 0 {
+				return nil, fmt.Errorf("dynamodb %s: no RequestItems", op)
+			}
+			var out []awsCall
+			for name := range items {
+				out = append(out, call("dynamodb:"+op, tableARN(name)))
+			}
+			return out, nil
+		case "TransactWriteItems", "TransactGetItems":
+			// IAM authorizes each item's own action.
+			var items []map[string]struct{ TableName string }
+			if err := json.Unmarshal(in["TransactItems"], &items); err != nil || len(items) == 0 {
+				return nil, fmt.Errorf("dynamodb %s: no TransactItems", op)
+			}
+			kinds := map[string]string{"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+			var out []awsCall
+			for _, it := range items {
+				for k, v := range it {
+					out = append(out, call("dynamodb:"+kinds[k], tableARN(v.TableName)))
+				}
+			}
+			return out, nil
+		}
+		name := str("TableName")
+		if name == "" {
+			return nil, fmt.Errorf("dynamodb %s: no TableName", op)
+		}
+		res := tableARN(name)
+		if idx := str("IndexName"); idx != "" {
+			res += "/index/" + idx
+		}
+		return []awsCall{call("dynamodb:"+op, res)}, nil
+	case "sqs":
+		q := str("QueueUrl")
+		if q == "" {
+			return nil, fmt.Errorf("sqs %s: no QueueUrl", op)
+		}
+		return []awsCall{call("sqs:"+op, fmt.Sprintf("arn:aws:sqs:%s:%s:%s", testRegion, testAccount, path.Base(q)))}, nil
+	}
+	return nil, fmt.Errorf("service %s (%s) is not one this check knows", service, op)
+}
+
+// functionConfig is base for function fn's clients: through the recorder,
+// signed with fn as the access key id.
+func functionConfig(base aws.Config, recorderURL, fn string) aws.Config {
+	c := base.Copy()
+	c.BaseEndpoint = aws.String(recorderURL)
+	c.Credentials = credentials.NewStaticCredentialsProvider(fn, "secret", "")
+	return c
+}
+
+// startRecorder serves r on a local listener and returns its URL.
+func startRecorder(t *testing.T, r *callRecorder) string {
+	t.Helper()
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
