@@ -96,6 +96,14 @@ func (s *Store) runItem(r runs.Run) (map[string]types.AttributeValue, *pendingBl
 	if r.ContextID != "" {
 		item[attrContext] = str(r.ContextID)
 	}
+	if v := r.GraphVersion; v != nil {
+		if v.Version != "" {
+			item[attrGraphVersion] = str(v.Version)
+		}
+		if v.Fingerprint != "" {
+			item[attrGraphFingerprint] = str(v.Fingerprint)
+		}
+	}
 	if exp, ok := s.expiry(r); ok {
 		item[attrExpiresAt] = num(exp)
 	}
@@ -390,6 +398,11 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		names["#ctx"] = attrContext
 		values[":ctx"] = str(f.ContextID)
 	}
+	if f.Version != "" {
+		filters = append(filters, "(#gv = :gv OR #gfp = :gv)")
+		names["#gv"], names["#gfp"] = attrGraphVersion, attrGraphFingerprint
+		values[":gv"] = str(f.Version)
+	}
 	switch {
 	case f.Graph != "":
 		if f.Status != "" {
@@ -464,7 +477,7 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 	// status the filter excludes.
 	page := runs.Page{Runs: make([]runs.Run, 0, len(rs))}
 	for _, r := range rs {
-		if (f.Graph == "" || r.Graph == f.Graph) && (f.Status == "" || r.Status == f.Status) && (f.ContextID == "" || r.ContextID == f.ContextID) {
+		if (f.Graph == "" || r.Graph == f.Graph) && (f.Status == "" || r.Status == f.Status) && (f.ContextID == "" || r.ContextID == f.ContextID) && (f.Version == "" || r.VersionMatches(f.Version)) {
 			page.Runs = append(page.Runs, r)
 		}
 	}
