@@ -60,10 +60,6 @@ const (
 	attrStatus    = "run_status"
 	attrPos       = "run_pos"
 	attrContext   = "run_context"
-	// The graph version of a run record (name and fingerprint), for
-	// listings by version.
-	attrGraphVersion     = "run_graph_version"
-	attrGraphFingerprint = "run_graph_fingerprint"
 )
 
 // Index names.

@@ -96,14 +96,6 @@ func (s *Store) runItem(r runs.Run) (map[string]types.AttributeValue, *pendingBl
 	if r.ContextID != "" {
 		item[attrContext] = str(r.ContextID)
 	}
-	if v := r.GraphVersion; v != nil {
-		if v.Version != "" {
-			item[attrGraphVersion] = str(v.Version)
-		}
-		if v.Fingerprint != "" {
-			item[attrGraphFingerprint] = str(v.Fingerprint)
-		}
-	}
 	if exp, ok := s.expiry(r); ok {
 		item[attrExpiresAt] = num(exp)
 	}
@@ -398,11 +390,10 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		names["#ctx"] = attrContext
 		values[":ctx"] = str(f.ContextID)
 	}
-	if f.Version != "" {
-		filters = append(filters, "(#gv = :gv OR #gfp = :gv)")
-		names["#gv"], names["#gfp"] = attrGraphVersion, attrGraphFingerprint
-		values[":gv"] = str(f.Version)
-	}
+	// The version filter (f.Version) is applied to the records read, below:
+	// the indexes do not project the graph version, and changing an
+	// index's projection means rebuilding it in every deployment. A page
+	// may then hold fewer runs than Limit.
 	switch {
 	case f.Graph != "":
 		if f.Status != "" {
