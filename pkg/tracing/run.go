@@ -57,7 +57,11 @@ func (t *Tracer) StartRun(ctx context.Context, r *runs.Run) (context.Context, fu
 	if t == nil {
 		return ctx, func(error) {}
 	}
-	ctx, span := t.tracer.Start(ctx, SpanRun+" "+r.Graph, trace.WithAttributes(runAttrs(r.Graph, r.ID, r.ContextID)...))
+	attrs := runAttrs(r.Graph, r.ID, r.ContextID)
+	if v := r.GraphVersion; v != nil {
+		attrs = append(attrs, AttrGraphVersion.String(v.Label()))
+	}
+	ctx, span := t.tracer.Start(ctx, SpanRun+" "+r.Graph, trace.WithAttributes(attrs...))
 	carrier := propagation.MapCarrier{}
 	t.prop.Inject(ctx, carrier)
 	r.Trace = carrier
