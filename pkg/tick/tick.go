@@ -299,6 +299,9 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	if !ok {
 		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
+	// fresh: this code writes the run's step 0 now, so the state is its
+	// version's whatever the record says (a run created by other code).
+	fresh := cp == nil
 	if cp == nil {
 		if ok, err := h.startThreadRun(ctx, run); ok {
 			return err
@@ -338,6 +341,10 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		// step with recorded results is in progress: it is completed and
 		// committed first, and advance stops the run after it.
 		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
+	}
+	if fresh && cp.Step == 0 {
+		st := g.Stamp()
+		run.GraphVersion = &st
 	}
 	if cp, ok, err = h.adopt(ctx, g, run, cp, pending); !ok {
 		return err
