@@ -330,6 +330,12 @@ func (s *Server) runMetadata(r runs.Run) map[string]any {
 	if r.DrainRequested {
 		m["drain_reason"] = r.DrainReason
 	}
+	if v := r.GraphVersion; v != nil {
+		m["graph_fingerprint"] = v.Fingerprint
+		if v.Version != "" {
+			m["graph_version"] = v.Version
+		}
+	}
 	return m
 }
 

@@ -155,6 +155,8 @@ func (h *Handler) routes() {
 		{"GET", "/v1/graphs/{graph}", h.getGraph},
 		{"POST", "/v1/graphs/{graph}/runs", h.createRun},
 		{"GET", "/v1/runs", h.listRuns},
+		{"POST", "/v1/runs/drain", h.drainFleet},
+		{"POST", "/v1/runs/resume", h.resumeFleet},
 		{"GET", "/v1/runs/{run_id}", h.getRun},
 		{"GET", "/v1/runs/{run_id}/events", h.listEvents},
 		{"GET", "/v1/runs/{run_id}/stream", h.streamRun},

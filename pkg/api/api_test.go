@@ -1009,6 +1009,37 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("fleet drain and resume", func(t *testing.T) {
+		e, h := newSchedulerEnv(t)
+		input := json.RawMessage(`{"text":"s"}`)
+		hd := h.add("f1")
+		created := e.create("slow", api.CreateRunRequest{RunID: "f1", Input: input})
+		if created.GraphVersion == nil || len(created.GraphVersion.Fingerprint) != 16 {
+			t.Errorf("run view graph_version = %+v, want a fingerprint", created.GraphVersion)
+		}
+		e.entered(hd)
+		e.do("POST", "/v1/runs/drain", api.FleetDrainRequest{Graph: "slow"}).problem(t, http.StatusBadRequest, "needs a reason")
+		e.do("POST", "/v1/runs/drain", api.FleetDrainRequest{Graph: "nope", Reason: "deploy"}).problem(t, http.StatusBadRequest, `graph "nope" is not registered`)
+		e.do("POST", "/v1/runs/resume", api.FleetResumeRequest{Status: pregel.RunInterrupted}).problem(t, http.StatusBadRequest, "only drained runs")
+		var res api.FleetResult
+		e.do("POST", "/v1/runs/drain", api.FleetDrainRequest{Reason: "deploy", Version: created.GraphVersion.Fingerprint}).ok(t, http.StatusAccepted, &res)
+		if len(res.Runs) != 1 || res.Runs[0] != "f1" {
+			t.Errorf("fleet drain = %+v, want f1", res)
+		}
+		close(hd.release)
+		e.await("f1", pregel.RunDrained)
+		var list api.RunList
+		e.do("GET", "/v1/runs?version=no-such-version", nil).ok(t, http.StatusOK, &list)
+		if len(list.Runs) != 0 {
+			t.Errorf("list by an unknown version = %+v, want none", list.Runs)
+		}
+		e.do("POST", "/v1/runs/resume", api.FleetResumeRequest{Status: pregel.RunDrained, Graph: "slow"}).ok(t, http.StatusAccepted, &res)
+		if len(res.Runs) != 1 || res.Runs[0] != "f1" {
+			t.Errorf("fleet resume = %+v, want f1", res)
+		}
+		e.await("f1", pregel.RunCompleted)
+	})
+
 	t.Run("drain then resume ends like an undisturbed run", func(t *testing.T) {
 		e, h := newSchedulerEnv(t)
 		input := json.RawMessage(`{"text":"s"}`)

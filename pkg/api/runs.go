@@ -54,11 +54,12 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 
 // listRuns serves GET /v1/runs.
 func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
-	if err := allowedQuery(r, "graph", "status", "context_id", "limit", "page_token"); err != nil {
+	if err := allowedQuery(r, "graph", "status", "context_id", "version", "limit", "page_token"); err != nil {
 		return err
 	}
 	q := r.URL.Query()
 	f := runs.Filter{
+		Version:   q.Get("version"),
 		Graph:     q.Get("graph"),
 		Status:    pregel.RunStatus(q.Get("status")),
 		ContextID: q.Get("context_id"),
@@ -183,6 +184,32 @@ func (h *Handler) drainRun(w http.ResponseWriter, r *http.Request) error {
 		return runErr(id, err)
 	}
 	return h.writeJSON(w, r, http.StatusAccepted, runView(run, NewValueBudget()))
+}
+
+// drainFleet serves POST /v1/runs/drain: 202 with the runs asked to drain.
+func (h *Handler) drainFleet(w http.ResponseWriter, r *http.Request) error {
+	var req FleetDrainRequest
+	if err := h.decode(w, r, &req, false); err != nil {
+		return err
+	}
+	res, err := h.svc.DrainAll(r.Context(), runs.FleetFilter{Graph: req.Graph, Version: req.Version}, req.Reason)
+	if err != nil {
+		return err
+	}
+	return h.writeJSON(w, r, http.StatusAccepted, FleetResult(res))
+}
+
+// resumeFleet serves POST /v1/runs/resume: 202 with the runs resumed.
+func (h *Handler) resumeFleet(w http.ResponseWriter, r *http.Request) error {
+	var req FleetResumeRequest
+	if err := h.decode(w, r, &req, false); err != nil {
+		return err
+	}
+	res, err := h.svc.ResumeAll(r.Context(), runs.FleetFilter{Graph: req.Graph, Version: req.Version}, req.Status)
+	if err != nil {
+		return err
+	}
+	return h.writeJSON(w, r, http.StatusAccepted, FleetResult(res))
 }
 
 // cancelRun serves POST /v1/runs/{run_id}/cancel: 200 when the run is

@@ -85,11 +85,15 @@ type Run struct {
 	ThreadID  string    `json:"thread_id,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// GraphVersion is the version of the graph whose code wrote the
+	// run's state; absent on runs made before versions were recorded.
+	GraphVersion *GraphVersion `json:"graph_version,omitempty"`
 	// Step is the last committed superstep.
 	Step     int             `json:"step"`
 	Counters pregel.Counters `json:"counters"`
 	// DrainRequested and DrainReason record a drain request; they stay
-	// set on a run that completed before it could drain.
+	// set on a run that completed before it could drain. A run whose
+	// graph changed incompatibly under it is drained with the reason.
 	DrainRequested  bool   `json:"drain_requested,omitempty"`
 	DrainReason     string `json:"drain_reason,omitempty"`
 	CancelRequested bool   `json:"cancel_requested,omitempty"`
@@ -115,10 +119,25 @@ type Run struct {
 
 // runView is the Run of a record, its input fitted to the response's
 // value budget.
+// GraphVersion names a version of a graph: the name its code gave it (if
+// any) and the fingerprint of its shape.
+type GraphVersion struct {
+	Version     string `json:"version,omitempty"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+func graphVersionView(s *pregel.Stamp) *GraphVersion {
+	if s == nil {
+		return nil
+	}
+	return &GraphVersion{Version: s.Version, Fingerprint: s.Fingerprint}
+}
+
 func runView(r runs.Run, b *ValueBudget) Run {
 	input, omitted := b.FitInput(r.ID, r.Input)
 	interrupts, omittedInterrupts := b.FitInterrupts(r.ID, r.Interrupts)
 	return Run{
+		GraphVersion:      graphVersionView(r.GraphVersion),
 		OmittedInterrupts: omittedInterrupts,
 		RunID:             r.ID,
 		Graph:             r.Graph,
@@ -213,6 +232,32 @@ func eventList(id string, evs []runs.Event, dropped int) EventList {
 // empty.
 type DrainRequest struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// FleetDrainRequest is the body of POST /v1/runs/drain: drain every
+// pending or running run, or those of Graph, of Version (a version name or
+// fingerprint), or both, with Reason (required).
+type FleetDrainRequest struct {
+	Reason  string `json:"reason"`
+	Graph   string `json:"graph,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// FleetResumeRequest is the body of POST /v1/runs/resume: resume every
+// run with Status (drained, the only status resumable together), or
+// those of Graph, of Version, or both.
+type FleetResumeRequest struct {
+	Status  pregel.RunStatus `json:"status"`
+	Graph   string           `json:"graph,omitempty"`
+	Version string           `json:"version,omitempty"`
+}
+
+// FleetResult is the answer of a fleet drain or resume: the runs it
+// drained or resumed, and those it skipped with the reason (a run that
+// finished meanwhile, say).
+type FleetResult struct {
+	Runs    []string          `json:"runs"`
+	Skipped map[string]string `json:"skipped,omitempty"`
 }
 
 // ResumeRequest is the body of POST /v1/runs/{run_id}/resume: Resume

@@ -94,7 +94,7 @@ func (g *Graph) Execute(ctx context.Context, t Task, values map[string]json.RawM
 
 func (g *Graph) execute(ctx context.Context, t Task, values map[string]json.RawMessage, resume map[string]json.RawMessage) (TaskResult, *taskContext) {
 	start := time.Now().UTC()
-	n := g.nodes[t.Node()]
+	n := g.nodes[g.resolve(t.Node())]
 	tc := &taskContext{info: TaskInfo{RunID: t.RunID, Step: t.Step, TaskID: t.ID, Node: t.Node()}, trigger: t.Trigger, resume: resume, sink: sinkFrom(ctx)}
 	if n == nil {
 		return TaskResult{TaskID: t.ID, Node: t.Node(), Status: NodeFailed, Error: fmt.Sprintf("graph %q has no node %q", g.name, t.Node()), Started: start, Finished: start}, tc
@@ -165,7 +165,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		ordered[i] = r
 		switch r.Status {
 		case NodeFailed:
-			if n := g.nodes[t.Node()]; n == nil || n.onError == "" {
+			if n := g.nodes[g.resolve(t.Node())]; n == nil || n.onError == "" {
 				return failed(cp, tasks, byID, i, &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: r.Error}), nil
 			}
 		case NodeInterrupted:
@@ -198,7 +198,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		if next.DrainRequest == "" {
 			next.DrainRequest = r.DrainRequest
 		}
-		from := t.Node()
+		from := g.resolve(t.Node())
 		switch r.Status {
 		case NodeCancelled:
 			continue

@@ -42,6 +42,10 @@ type Builder[S any] struct {
 	before         []func(context.Context, NodeInfo, S) Decision
 	after          []func(context.Context, NodeReport, S)
 	validate       func(S) error
+	version        string
+	nodeRenames    [][2]string
+	channelRenames [][2]string
+	migrations     []migration
 	errs           []error
 }
 
@@ -362,6 +366,9 @@ func (b *Builder[S]) Compile(opts ...CompileOption) (*Graph, error) {
 	if len(errs) == 0 {
 		errs = append(errs, b.checkWrites(g)...)
 	}
+	if len(errs) == 0 {
+		errs = append(errs, b.compileVersion(g)...)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w %q: %w", ErrInvalidGraph, b.name, errors.Join(errs...))
 	}
@@ -578,6 +585,17 @@ type Graph struct {
 	checkInput  func(values map[string]json.RawMessage) error
 	encodeInput func(input any) (json.RawMessage, bool, error)
 	routes      map[string][]displayRoute // routers and fan-outs, for display
+
+	// Versions (version.go).
+	version        string
+	fingerprint    string
+	reducerNames   map[string]string // channel -> reducer name, when not last value
+	channelTypes   map[string]string // channel -> Go type
+	successors     map[string][]string
+	nodeRenames    map[string]string // old name -> name now
+	channelRenames [][2]string
+	migrations     map[string]MigrateFunc // by the version they migrate from
+	checkChannel   func(name string, raw json.RawMessage) error
 }
 
 type displayRoute struct{ label, to string }

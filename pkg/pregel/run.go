@@ -28,8 +28,21 @@ type runConfig struct {
 	resumeIDs map[string]json.RawMessage
 	resumeErr error
 	drainSink func(reason string)
+	// prior: see WithPrior.
+	prior *Stamp
+	// adopted receives what Adopt applied (see WithPrior).
+	adopted func(applied []string)
 	// checkReads: see CheckReads.
 	checkReads bool
+}
+
+// WithPrior tells Resume which graph wrote the run's state (the stamp its
+// record keeps): when it is not this graph, Resume adopts the state with
+// Graph.Adopt before anything runs, and fails with an error wrapping
+// ErrIncompatible when the run cannot continue here. applied, if not nil,
+// receives what Adopt applied (renames, a migration).
+func WithPrior(s Stamp, applied func([]string)) RunOption {
+	return func(c *runConfig) { c.prior, c.adopted = &s, applied }
 }
 
 // WithRunID sets the run's id (default: a random one).
@@ -212,6 +225,16 @@ func (g *Graph) Resume(ctx context.Context, runID string, opts ...RunOption) (*R
 	}
 	if pending, err = g.answer(ctx, cfg, cp, pending); err != nil {
 		return nil, err
+	}
+	if cfg.prior != nil {
+		adopted, applied, err := g.Adopt(ctx, *cfg.prior, cp, pending)
+		if err != nil {
+			return nil, err
+		}
+		cp = adopted
+		if cfg.adopted != nil && len(applied) > 0 {
+			cfg.adopted(applied)
+		}
 	}
 	return g.drive(ctx, cfg, cp, pending)
 }

@@ -13,6 +13,7 @@ type channel struct {
 	name    string
 	index   []int
 	reducer string // name of the reducer; "" or "last" for last value
+	typ     reflect.Type
 }
 
 // schema maps a state struct S to its channels.
@@ -47,13 +48,16 @@ func newSchema[S any]() (*schema[S], error) {
 			return nil, fmt.Errorf("pregel: state type %s has two fields named %q", t, name)
 		}
 		s.byName[name] = len(s.channels)
-		s.channels = append(s.channels, channel{name: name, index: f.Index, reducer: f.Tag.Get("reduce")})
+		s.channels = append(s.channels, channel{name: name, index: f.Index, reducer: f.Tag.Get("reduce"), typ: f.Type})
 	}
 	if len(s.channels) == 0 {
 		return nil, fmt.Errorf("pregel: state type %s has no exported fields to use as channels", t)
 	}
 	return s, nil
 }
+
+// zero returns a pointer to a new zero value of channel i's type.
+func (s *schema[S]) zero(i int) any { return reflect.New(s.channels[i].typ).Interface() }
 
 func (s *schema[S]) names() []string {
 	out := make([]string, len(s.channels))

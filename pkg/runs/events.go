@@ -67,6 +67,10 @@ const (
 	// EventResumeRequested: a drained or interrupted run was resumed, or
 	// given resume values; its status is pending again.
 	EventResumeRequested EventType = "resume_requested"
+	// EventAdopted: the run continued on code whose graph differs from
+	// the one that wrote its state; Detail names both versions and the
+	// renames and migration applied.
+	EventAdopted EventType = "adopted"
 )
 
 // changes returns the events of a run's update from old to r, recorded at

@@ -119,7 +119,7 @@ func (m *MemoryStore) ListRuns(ctx context.Context, f Filter) (Page, error) {
 	m.mu.Lock()
 	var sel []Run
 	for _, r := range m.runs {
-		if (f.Graph != "" && r.Graph != f.Graph) || (f.Status != "" && r.Status != f.Status) || (f.ContextID != "" && r.ContextID != f.ContextID) {
+		if (f.Graph != "" && r.Graph != f.Graph) || (f.Status != "" && r.Status != f.Status) || (f.ContextID != "" && r.ContextID != f.ContextID) || (f.Version != "" && !r.VersionMatches(f.Version)) {
 			continue
 		}
 		if after != nil && compareKeys(keyOf(r), *after) <= 0 {

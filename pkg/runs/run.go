@@ -51,6 +51,11 @@ type Run struct {
 	AsNode    string    `json:"as_node,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// GraphVersion is the stamp of the graph whose code wrote the run's
+	// state: set when the run is created, and changed to the code's
+	// stamp when a run continued on other (compatible) code commits a
+	// step. Nil on records made before versions were recorded.
+	GraphVersion *pregel.Stamp `json:"graph_version,omitempty"`
 	// Step is the last committed superstep.
 	Step     int             `json:"step"`
 	Counters pregel.Counters `json:"counters"`
@@ -101,6 +106,12 @@ type Run struct {
 	WatchedUntil time.Time `json:"watched_until,omitzero"`
 }
 
+// VersionMatches reports whether the run's graph version has the name or
+// fingerprint v.
+func (r *Run) VersionMatches(v string) bool {
+	return r.GraphVersion != nil && (r.GraphVersion.Version == v || r.GraphVersion.Fingerprint == v)
+}
+
 // HistoryLen is how many events the run's history has had: those Events
 // holds and those dropped. Every change of status adds one, so a run that
 // stops again at the same step with the same status has a longer history
@@ -125,6 +136,11 @@ type ResumeRequest struct {
 type Filter struct {
 	Graph  string
 	Status pregel.RunStatus
+	// Version selects the runs whose graph version (GraphVersion) has
+	// this name or fingerprint. A version no run has gives an empty
+	// page: versions of code no longer deployed are not known to the
+	// running code, so none is refused.
+	Version string
 	// ContextID selects the runs of one conversation.
 	ContextID string
 	// Limit bounds the page (default 50, at most 500).

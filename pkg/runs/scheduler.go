@@ -118,6 +118,9 @@ type execution struct {
 	// Used by the execution's goroutine only.
 	started  bool          // the engine emitted run_started
 	finished *pregel.Event // the engine's run_finished, held back
+	// stamp is the graph's version, set on the record at the first
+	// step committed on this code when the record names another.
+	stamp *pregel.Stamp
 }
 
 var _ Dispatcher = (*Scheduler)(nil)
@@ -492,6 +495,10 @@ func (s *Scheduler) execute(ex *execution) {
 			return fmt.Errorf("graph %q is not registered", r.Graph)
 		}
 		graph = g
+		if r.GraphVersion == nil {
+			st := g.Stamp()
+			r.GraphVersion = &st
+		}
 		r.Status = pregel.RunRunning
 		return nil
 	})
@@ -530,6 +537,19 @@ func (s *Scheduler) execute(ex *execution) {
 	}
 	if s.tracer != nil {
 		opts = append(opts, s.tracer.RunOptions(ctx, r)...)
+	}
+	if r.GraphVersion.Fingerprint != graph.Fingerprint() {
+		// The run's state was written by other code: the engine checks
+		// that the run can continue here (pregel.Graph.Adopt) before
+		// anything runs.
+		st := graph.Stamp()
+		ex.stamp = &st
+		opts = append(opts, pregel.WithPrior(*r.GraphVersion, func(applied []string) {
+			s.update(ex.id, func(r *Run) {
+				r.Events = append(r.Events, Event{At: time.Now().UTC(), Type: EventAdopted, Status: r.Status, Step: r.Step,
+					Detail: fmt.Sprintf("from version %s to %s: %s", r.GraphVersion.Label(), st.Label(), strings.Join(applied, "; "))})
+			})
+		}))
 	}
 	var res *pregel.Result
 	_, err = s.checkpoints.Load(ctx, r.ID, 0)
@@ -591,6 +611,10 @@ func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
 				if cp.Step >= r.Step {
 					r.Step, r.Counters = cp.Step, cp.Counters
 				}
+				if ex.stamp != nil {
+					// The state is this code's now (migrations applied).
+					r.GraphVersion = ex.stamp
+				}
 			})
 		case pregel.EventRunFinished:
 			ex.finished = &ev
@@ -628,6 +652,8 @@ type outcome struct {
 	err        string
 	failedNode string
 	drain      string
+	// forceDrain: drain replaces a drain reason already recorded.
+	forceDrain bool
 }
 
 // settle records where the run stopped and publishes run_finished.
@@ -656,6 +682,12 @@ func (s *Scheduler) settle(ex *execution, r Run, res *pregel.Result, err error) 
 		// Start.
 		log.Error("run stopped unexpectedly; it stays running until the next start")
 		return
+	case res == nil && errors.Is(err, pregel.ErrIncompatible):
+		// Deployed code cannot continue the run: it stops before
+		// anything ran, resumable on compatible code.
+		log.Warn("run stopped: its graph changed incompatibly", "error", err)
+		o.status, o.drain, o.forceDrain = pregel.RunDrained, err.Error(), true
+		o.interrupts = nil
 	case res == nil && errors.Is(err, pregel.ErrInvalidResume):
 		// The resume value was refused: the run waits again.
 		log.Warn("resume value refused; the run waits for another", "error", err)
@@ -682,7 +714,7 @@ func (s *Scheduler) settle(ex *execution, r Run, res *pregel.Result, err error) 
 		rec.Interrupts = o.interrupts
 		rec.Error, rec.FailedNode = o.err, o.failedNode
 		rec.CancelRequested = false
-		if o.drain != "" && !rec.DrainRequested {
+		if o.drain != "" && (!rec.DrainRequested || o.forceDrain) {
 			rec.DrainRequested, rec.DrainReason = true, o.drain
 		}
 		if ex.started || status != pregel.RunDrained {

@@ -135,8 +135,10 @@ func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (
 		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: "), ErrInvalid)
 	}
 	now := s.now()
+	stamp := g.Stamp()
 	run := Run{
-		ID: req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now,
+		GraphVersion: &stamp,
+		ID:           req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now,
 		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}, Messages: appendMessage(nil, req.Message),
 	}
 	if s.Tracer != nil {
@@ -211,6 +213,9 @@ func (s *Service) List(ctx context.Context, f Filter) (Page, error) {
 	case "", pregel.RunPending, pregel.RunRunning, pregel.RunInterrupted, pregel.RunDrained, pregel.RunCompleted, pregel.RunFailed, pregel.RunCancelled:
 	default:
 		return Page{}, fmt.Errorf("status %q is not a run status; use pending, running, interrupted, drained, completed, failed or cancelled: %w", f.Status, ErrInvalid)
+	}
+	if len(f.Version) > 128 || strings.ContainsAny(f.Version, " \t\n") {
+		return Page{}, fmt.Errorf("version %q must be a version name or fingerprint, without spaces: %w", f.Version, ErrInvalid)
 	}
 	if f.Limit < 0 || f.Limit > 500 {
 		return Page{}, fmt.Errorf("limit %d must be between 1 and 500 (0 means 50): %w", f.Limit, ErrInvalid)
@@ -422,5 +427,103 @@ func mutate(ctx context.Context, store Store, id string, now func() time.Time, f
 		if err := ctx.Err(); err != nil {
 			return Run{}, err
 		}
+	}
+}
+
+// FleetFilter selects the runs of a fleet operation (DrainAll, ResumeAll):
+// all, those of one graph, of one graph version (name or fingerprint), or
+// both.
+type FleetFilter struct {
+	Graph   string
+	Version string
+}
+
+// FleetResult says what a fleet operation did: the ids of the runs it
+// changed and, by run id, why it could not change the others (a run that
+// moved on meanwhile, say).
+type FleetResult struct {
+	Runs    []string          `json:"runs"`
+	Skipped map[string]string `json:"skipped,omitempty"`
+}
+
+// DrainAll asks every pending or running run the filter selects to drain
+// with reason, as Drain does one: each stops at its next superstep
+// boundary, resumable with ResumeAll. Runs waiting already (interrupted,
+// drained) are left as they are. It is how a deploy stops the fleet.
+func (s *Service) DrainAll(ctx context.Context, f FleetFilter, reason string) (FleetResult, error) {
+	if reason == "" {
+		return FleetResult{}, fmt.Errorf("a fleet drain needs a reason (e.g. \"deploy\"): %w", ErrInvalid)
+	}
+	var ids []string
+	for _, st := range []pregel.RunStatus{pregel.RunRunning, pregel.RunPending} {
+		got, err := s.listAll(ctx, Filter{Graph: f.Graph, Version: f.Version, Status: st})
+		if err != nil {
+			return FleetResult{}, err
+		}
+		ids = append(ids, got...)
+	}
+	res := FleetResult{Runs: []string{}}
+	for _, id := range ids {
+		if _, err := s.Drain(ctx, id, reason); err != nil {
+			if errors.Is(err, ErrInvalidState) || errors.Is(err, ErrNotFound) {
+				res.skip(id, err)
+				continue
+			}
+			return res, err
+		}
+		res.Runs = append(res.Runs, id)
+	}
+	return res, nil
+}
+
+// ResumeAll resumes every run the filter selects that has status (only
+// drained: an interrupted run waits for its own answer), as Resume does
+// one. A run that cannot be resumed (superseded, or moved on) is
+// skipped with the reason.
+func (s *Service) ResumeAll(ctx context.Context, f FleetFilter, status pregel.RunStatus) (FleetResult, error) {
+	if status != pregel.RunDrained {
+		return FleetResult{}, fmt.Errorf("status %q: only drained runs can be resumed together (an interrupted run waits for its own answer); use --status drained: %w", status, ErrInvalid)
+	}
+	ids, err := s.listAll(ctx, Filter{Graph: f.Graph, Version: f.Version, Status: status})
+	if err != nil {
+		return FleetResult{}, err
+	}
+	res := FleetResult{Runs: []string{}}
+	for _, id := range ids {
+		if _, err := s.Resume(ctx, id, ResumeRequest{}); err != nil {
+			if errors.Is(err, ErrInvalidState) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
+				res.skip(id, err)
+				continue
+			}
+			return res, err
+		}
+		res.Runs = append(res.Runs, id)
+	}
+	return res, nil
+}
+
+func (r *FleetResult) skip(id string, err error) {
+	if r.Skipped == nil {
+		r.Skipped = map[string]string{}
+	}
+	r.Skipped[id] = err.Error()
+}
+
+// listAll lists the ids of every run f selects, page by page.
+func (s *Service) listAll(ctx context.Context, f Filter) ([]string, error) {
+	var ids []string
+	f.Limit = 500
+	for {
+		page, err := s.List(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Runs {
+			ids = append(ids, r.ID)
+		}
+		if page.NextPageToken == "" {
+			return ids, nil
+		}
+		f.PageToken = page.NextPageToken
 	}
 }

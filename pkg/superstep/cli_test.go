@@ -732,6 +732,22 @@ func TestDevInProcess(t *testing.T) {
 		t.Errorf("runs show: no token table:\n%s", r.stdout)
 	}
 	h.run("runs", "drain", "c1").want(t, ExitUsage)
+	if r = h.run("runs", "show", "a1").want(t, ExitOK); !regexpMatch(`Version:\s+[0-9a-f]{16}`, r.stdout) {
+		t.Errorf("runs show: no graph version:\n%s", r.stdout)
+	}
+	if r = h.run("runs", "list", "--version", "no-such-version", "--json").want(t, ExitOK); !strings.Contains(r.stdout, `"runs": []`) {
+		t.Errorf("runs list --version unknown: want an empty list:\n%s", r.stdout)
+	}
+	h.run("runs", "drain", "--all").want(t, ExitUsage)
+	h.run("runs", "drain", "c1", "--graph", "x").want(t, ExitUsage)
+	h.run("runs", "resume", "--all").want(t, ExitUsage)
+	h.run("runs", "resume", "--all", "--status", "interrupted").want(t, ExitUsage)
+	if r = h.run("runs", "drain", "--all", "--graph", "support-triage", "--reason", "deploy").want(t, ExitOK); !strings.Contains(r.stdout, "run(s) drain requested") {
+		t.Errorf("runs drain --all:\n%s", r.stdout)
+	}
+	if r = h.run("runs", "resume", "--all", "--status", "drained", "--graph", "support-triage").want(t, ExitOK); !strings.Contains(r.stdout, "run(s) resumed") {
+		t.Errorf("runs resume --all:\n%s", r.stdout)
+	}
 	r = h.run("runs", "cancel", "slow", "--wait").want(t, ExitCancelled)
 	if !strings.Contains(r.stdout, "cancelled") {
 		t.Errorf("runs cancel:\n%s", r.stdout)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -45,8 +46,8 @@ shown as their detail; 4xx answers exit with code 2, other failures with 1.`,
 
 func newRunsListCmd(env Env, f *serverFlags) *cobra.Command {
 	var (
-		graph, status, pageToken string
-		limit                    int
+		graph, status, version, pageToken string
+		limit                             int
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -58,7 +59,7 @@ func newRunsListCmd(env Env, f *serverFlags) *cobra.Command {
 				return err
 			}
 			q := url.Values{}
-			for k, v := range map[string]string{"graph": graph, "status": status, "page_token": pageToken} {
+			for k, v := range map[string]string{"graph": graph, "status": status, "version": version, "page_token": pageToken} {
 				if v != "" {
 					q.Set(k, v)
 				}
@@ -85,6 +86,7 @@ func newRunsListCmd(env Env, f *serverFlags) *cobra.Command {
 	}
 	c.Flags().StringVar(&graph, "graph", "", "only runs of this graph")
 	c.Flags().StringVar(&status, "status", "", "only runs with this status (pending, running, interrupted, drained, completed, failed, cancelled)")
+	c.Flags().StringVar(&version, "version", "", "only runs whose graph version has this name or fingerprint (an unknown one lists nothing)")
 	c.Flags().IntVar(&limit, "limit", 0, "at most this many runs (server default 50, at most 500)")
 	c.Flags().StringVar(&pageToken, "page-token", "", "continue a previous listing")
 	return c
@@ -190,6 +192,13 @@ func writeRunDetail(w io.Writer, prog string, d api.RunDetail, evs api.EventList
 	fmt.Fprintf(tw, "Run:\t%s\n", d.RunID)
 	fmt.Fprintf(tw, "Graph:\t%s\n", d.Graph)
 	fmt.Fprintf(tw, "Status:\t%s\n", d.Status)
+	if v := d.GraphVersion; v != nil {
+		label := v.Fingerprint
+		if v.Version != "" {
+			label = v.Version + " (" + v.Fingerprint + ")"
+		}
+		fmt.Fprintf(tw, "Version:\t%s\n", label)
+	}
 	fmt.Fprintf(tw, "Step:\t%d\n", d.Step)
 	fmt.Fprintf(tw, "Nodes:\t%d completed, %d skipped, %d cancelled, %d failed\n", c.Completed, c.Skipped, c.Cancelled, c.Failed)
 	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(d.CreatedAt))
@@ -391,15 +400,26 @@ func newRunsDrainCmd(env Env, f *serverFlags) *cobra.Command {
 	var (
 		reason string
 		wf     waitFlags
+		fleet  fleetFlags
 	)
 	c := &cobra.Command{
-		Use:   "drain RUN_ID [--reason TEXT]",
-		Short: "Ask a run to stop at its next superstep boundary (resumable)",
-		Args:  exactArgs("RUN_ID"),
+		Use:   "drain RUN_ID [--reason TEXT] | drain --all [--graph G] [--version V] --reason TEXT",
+		Short: "Ask a run, or every running run, to stop at its next superstep boundary (resumable)",
+		Long: `Ask a run to stop at its next superstep boundary; it can be resumed later.
+With --all, every pending or running run (of --graph, of --version, or all)
+is asked to drain with --reason, as before a deploy; resume them after it
+with "runs resume --all --status drained".`,
+		Args: fleet.args("RUN_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := f.client()
 			if err != nil {
 				return err
+			}
+			if fleet.all {
+				if !c.Flags().Changed("reason") {
+					return usageErr(c, fmt.Errorf("--all needs --reason (e.g. --reason deploy)"))
+				}
+				return fleet.run(c, env, f, cl, "/v1/runs/drain", api.FleetDrainRequest{Reason: reason, Graph: fleet.graph, Version: fleet.version}, "drain requested")
 			}
 			var r api.Run
 			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/runs/"+url.PathEscape(args[0])+"/drain", nil, api.DrainRequest{Reason: reason}, &r)
@@ -411,7 +431,60 @@ func newRunsDrainCmd(env Env, f *serverFlags) *cobra.Command {
 	}
 	c.Flags().StringVar(&reason, "reason", "requested from the CLI", "why the run drains (kept on the run)")
 	wf.register(c)
+	fleet.register(c, false)
 	return c
+}
+
+// fleetFlags are the flags of drain --all and resume --all.
+type fleetFlags struct {
+	all                    bool
+	graph, version, status string
+}
+
+func (ff *fleetFlags) register(c *cobra.Command, status bool) {
+	c.Flags().BoolVar(&ff.all, "all", false, "every run the filters select, not one")
+	c.Flags().StringVar(&ff.graph, "graph", "", "with --all: only runs of this graph")
+	c.Flags().StringVar(&ff.version, "version", "", "with --all: only runs whose graph version has this name or fingerprint")
+	if status {
+		c.Flags().StringVar(&ff.status, "status", "", "with --all: the status of the runs to resume (drained)")
+	}
+}
+
+// args takes one RUN_ID, or none with --all.
+func (ff *fleetFlags) args(name string) cobra.PositionalArgs {
+	one := exactArgs(name)
+	return func(c *cobra.Command, args []string) error {
+		if !ff.all {
+			if ff.graph != "" || ff.version != "" || ff.status != "" {
+				return usageErr(c, fmt.Errorf("--graph, --version and --status go with --all"))
+			}
+			return one(c, args)
+		}
+		if len(args) > 0 {
+			return usageErr(c, fmt.Errorf("--all takes no %s; got %q", name, args))
+		}
+		return nil
+	}
+}
+
+// run posts a fleet request and prints the runs it changed.
+func (ff *fleetFlags) run(c *cobra.Command, env Env, f *serverFlags, cl *client, path string, req any, verb string) error {
+	var res api.FleetResult
+	raw, err := cl.do(c.Context(), http.MethodPost, path, nil, req, &res)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeRaw(env.Stdout, raw)
+	}
+	for _, id := range res.Runs {
+		fmt.Fprintf(env.Stdout, "%s: %s\n", id, verb)
+	}
+	for _, id := range slices.Sorted(maps.Keys(res.Skipped)) {
+		fmt.Fprintf(env.Stderr, "%s: skipped: %s\n", id, res.Skipped[id])
+	}
+	fmt.Fprintf(env.Stdout, "%d run(s) %s, %d skipped\n", len(res.Runs), verb, len(res.Skipped))
+	return nil
 }
 
 func newRunsCancelCmd(env Env, f *serverFlags) *cobra.Command {
@@ -441,17 +514,26 @@ func newRunsResumeCmd(env Env, f *serverFlags) *cobra.Command {
 	var (
 		answer string
 		wf     waitFlags
+		fleet  fleetFlags
 	)
 	c := &cobra.Command{
-		Use:   "resume RUN_ID [--answer VALUE]",
+		Use:   "resume RUN_ID [--answer VALUE] | resume --all --status drained [--graph G] [--version V]",
 		Short: "Resume a drained run, or answer an interrupted one",
 		Long: `Resume a drained run, or an interrupted one with --answer VALUE: JSON
-(true, {"approved": true}, "quoted text") or plain text, sent as a string.`,
-		Args: exactArgs("RUN_ID"),
+(true, {"approved": true}, "quoted text") or plain text, sent as a string.
+With --all --status drained, every drained run (of --graph, of --version,
+or all) is resumed, as after a deploy.`,
+		Args: fleet.args("RUN_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := f.client()
 			if err != nil {
 				return err
+			}
+			if fleet.all {
+				if fleet.status == "" {
+					return usageErr(c, fmt.Errorf("--all needs --status drained"))
+				}
+				return fleet.run(c, env, f, cl, "/v1/runs/resume", api.FleetResumeRequest{Status: pregel.RunStatus(fleet.status), Graph: fleet.graph, Version: fleet.version}, "resumed")
 			}
 			var req api.ResumeRequest
 			if c.Flags().Changed("answer") {
@@ -467,6 +549,7 @@ func newRunsResumeCmd(env Env, f *serverFlags) *cobra.Command {
 	}
 	c.Flags().StringVar(&answer, "answer", "", "answer every pending interrupt with `VALUE`")
 	wf.register(c)
+	fleet.register(c, true)
 	return c
 }
 

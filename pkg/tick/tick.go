@@ -303,6 +303,9 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	if !ok {
 		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
 	}
+	// fresh: this code writes the run's step 0 now, so the state is its
+	// version's whatever the record says (a run created by other code).
+	fresh := cp == nil
 	if cp == nil {
 		if ok, err := h.startThreadRun(ctx, run); ok {
 			return err
@@ -342,6 +345,13 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		// step with recorded results is in progress: it is completed and
 		// committed first, and advance stops the run after it.
 		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
+	}
+	if fresh && cp.Step == 0 {
+		st := g.Stamp()
+		run.GraphVersion = &st
+	}
+	if cp, ok, err = h.adopt(ctx, g, run, cp, pending); !ok {
+		return err
 	}
 	if cp.Step >= g.MaxSteps() {
 		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps()), "")
@@ -667,6 +677,13 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		if cp.DrainRequest != "" && !r.DrainRequested && r.Step < cp.Step {
 			r.DrainRequested, r.DrainReason = true, cp.DrainRequest
 		}
+		if r.Step < cp.Step {
+			// This code committed the step: the run's state is its
+			// version's now (migrations applied).
+			if st := g.Stamp(); r.GraphVersion == nil || r.GraphVersion.Fingerprint != st.Fingerprint {
+				r.GraphVersion = &st
+			}
+		}
 		r.Step, r.Counters = cp.Step, cp.Counters
 		switch {
 		case cp.Done():
@@ -757,6 +774,59 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 	return h.stopped(ctx, rec)
 }
 
+// adopt checks, when the run's state was written by other code than g,
+// that the run can continue here (pregel.Graph.Adopt), before anything
+// runs. It returns the checkpoint to continue from; ok is false when the
+// run cannot continue: adopt has then stopped it, drained with the
+// reason, its checkpoints and recorded answers intact.
+func (h *Handler) adopt(ctx context.Context, g *pregel.Graph, run runs.Run, cp *pregel.Checkpoint, pending []pregel.TaskResult) (_ *pregel.Checkpoint, ok bool, err error) {
+	if run.GraphVersion == nil || run.GraphVersion.Fingerprint == g.Fingerprint() {
+		return cp, true, nil
+	}
+	if len(cp.Unloaded) > 0 {
+		// Renames and migrations need the whole state: read it, as
+		// only the first step on new code does.
+		if cp, err = h.Checkpoints.Load(ctx, run.ID, cp.Step); err != nil {
+			return nil, false, fmt.Errorf("load run %q: %w", run.ID, err)
+		}
+	}
+	adopted, applied, err := g.Adopt(ctx, *run.GraphVersion, cp, pending)
+	if errors.Is(err, pregel.ErrIncompatible) {
+		h.log().Warn("run stopped: its graph changed incompatibly", "run_id", run.ID, "error", err)
+		return nil, false, h.stopIncompatible(ctx, cp, run.ID, err.Error())
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if len(applied) > 0 {
+		h.log().Info("run continues on a new graph version", "run_id", run.ID, "from", run.GraphVersion.Label(), "to", g.Stamp().Label(), "applied", applied)
+	}
+	return adopted, true, nil
+}
+
+// stopIncompatible stops a run that this code cannot continue: drained,
+// with reason, resumable once compatible code is deployed.
+func (h *Handler) stopIncompatible(ctx context.Context, cp *pregel.Checkpoint, id, reason string) error {
+	stopped := false
+	rec, err := runs.Mutate(ctx, h.Runs, id, func(r *runs.Run) error {
+		stopped = false
+		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
+			return nil
+		}
+		stopped = true
+		r.Step, r.Counters = cp.Step, cp.Counters
+		r.Status, r.DrainRequested, r.DrainReason, r.Interrupts = pregel.RunDrained, true, reason, nil
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if stopped {
+		emitRunStopped(ctx, rec)
+	}
+	return h.stopped(ctx, rec)
+}
+
 // Node executes one remote task and records its result once. When it is
 // the last task of its step to settle, it commits the step and moves the
 // run on as a tick would (see advance).
@@ -805,6 +875,9 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if cp == nil || cp.Step != nt.Step-1 {
 		log.DebugContext(ctx, "node task for a step that is not open; no-op")
 		return nil
+	}
+	if cp, ok, err = h.adopt(ctx, g, run, cp, nil); !ok {
+		return err
 	}
 	if run.DrainRequested && !started {
 		// As a tick does: a step with no recorded result has not

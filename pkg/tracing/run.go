@@ -63,6 +63,9 @@ func (t *Tracer) StartRun(ctx context.Context, r *runs.Run) (context.Context, fu
 		return ctx, func(error) {}
 	}
 	name, attrs := t.root(r.Graph, r.ID, r.ContextID)
+	if v := r.GraphVersion; v != nil {
+		attrs = append(attrs, AttrGraphVersion.String(v.Label()))
+	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 	carrier := propagation.MapCarrier{}
 	t.prop.Inject(ctx, carrier)

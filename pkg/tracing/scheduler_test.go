@@ -92,6 +92,9 @@ func TestSchedulerSQLiteTree(t *testing.T) {
 		if strings.HasPrefix(s.Name(), "invoke_workflow") && attr(s, "gen_ai.conversation.id") != "thread-7" {
 			t.Errorf("the root span lacks gen_ai.conversation.id")
 		}
+		if strings.HasPrefix(s.Name(), "invoke_workflow") && attr(s, "superstep.graph.version") != run.GraphVersion.Label() {
+			t.Errorf("the root span's superstep.graph.version = %q, want %q", attr(s, "superstep.graph.version"), run.GraphVersion.Label())
+		}
 	}
 }
 

@@ -170,19 +170,22 @@ func (t *Tracer) Shutdown(ctx context.Context) error {
 // conventions' gen_ai.operation.name, gen_ai.workflow.name and
 // gen_ai.conversation.id.
 const (
-	AttrGraph      = attribute.Key("superstep.graph")
-	AttrRunID      = attribute.Key("superstep.run.id")
-	AttrThreadID   = attribute.Key("superstep.thread.id")
-	AttrRunStatus  = attribute.Key("superstep.run.status")
-	AttrStep       = attribute.Key("superstep.step")
-	AttrTasks      = attribute.Key("superstep.step.tasks")
-	AttrStepResult = attribute.Key("superstep.step.outcome")
-	AttrNode       = attribute.Key("superstep.node")
-	AttrTaskID     = attribute.Key("superstep.task.id")
-	AttrStatus     = attribute.Key("superstep.node.status")
-	AttrAttempts   = attribute.Key("superstep.node.attempts")
-	AttrReason     = attribute.Key("superstep.node.reason")
-	AttrDrain      = attribute.Key("superstep.drain.reason")
+	AttrGraph = attribute.Key("superstep.graph")
+	// AttrGraphVersion is the run's graph version when it was created:
+	// "name (fingerprint)", or the fingerprint alone.
+	AttrGraphVersion = attribute.Key("superstep.graph.version")
+	AttrRunID        = attribute.Key("superstep.run.id")
+	AttrThreadID     = attribute.Key("superstep.thread.id")
+	AttrRunStatus    = attribute.Key("superstep.run.status")
+	AttrStep         = attribute.Key("superstep.step")
+	AttrTasks        = attribute.Key("superstep.step.tasks")
+	AttrStepResult   = attribute.Key("superstep.step.outcome")
+	AttrNode         = attribute.Key("superstep.node")
+	AttrTaskID       = attribute.Key("superstep.task.id")
+	AttrStatus       = attribute.Key("superstep.node.status")
+	AttrAttempts     = attribute.Key("superstep.node.attempts")
+	AttrReason       = attribute.Key("superstep.node.reason")
+	AttrDrain        = attribute.Key("superstep.drain.reason")
 )
 
 // Span names.

@@ -887,6 +887,7 @@
         h('dl', { class: 'kv' },
           h('dt', { text: 'graph' }), h('dd', {}, h('a', { href: '#/graphs/' + enc(r.graph), text: r.graph })),
           h('dt', { text: 'step' }), h('dd', { text: String(r.step) }),
+          r.graph_version ? [h('dt', { text: 'version' }), h('dd', { class: 'mono', id: 'graph-version', text: (r.graph_version.version ? r.graph_version.version + ' ' : '') + r.graph_version.fingerprint })] : null,
           h('dt', { text: 'nodes' }), h('dd', {}, counterChips(r.counters)),
           r.context_id ? [h('dt', { text: 'thread' }), h('dd', {}, h('a', { class: 'mono', href: '#/runs?context_id=' + enc(r.context_id), text: r.context_id }))] : null,
           h('dt', { text: 'created' }), h('dd', { text: when(r.created_at) }),

@@ -30,7 +30,9 @@
 //     record with Version incremented and UpdatedAt set to the time of the
 //     update, and GetRun returns the same.
 //   - ListRuns lists newest first by CreatedAt, applies the Graph, Status
-//     and ContextID filters together, pages with Limit and PageToken without
+//     and ContextID filters together, and the Version filter (a graph
+//     version's name or fingerprint, as the record's GraphVersion is
+//     now, after updates; an unknown one lists nothing), pages with Limit and PageToken without
 //     losing or repeating a run (also when several runs share a CreatedAt
 //     and when newer runs are created between pages),
 //     returns an empty NextPageToken on the last page, uses a page of at
@@ -83,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) runs.Store) {
 		{"UpdateNotFound", testUpdateNotFound},
 		{"ListNewestFirst", testListNewestFirst},
 		{"ListFilters", testListFilters},
+		{"ListByVersion", testListByVersion},
 		{"Pagination", testPagination},
 		{"PaginationSameTime", testPaginationSameTime},
 		{"DefaultPageSize", testDefaultPageSize},
@@ -557,6 +560,43 @@ func testListNewestFirst(t *testing.T, s runs.Store) {
 	}
 	if !slices.Equal(ours, want) {
 		t.Errorf("unfiltered ListRuns: our runs = %v, want %v", ours, want)
+	}
+}
+
+func testListByVersion(t *testing.T, s runs.Store) {
+	p := uniq(t)
+	graph := p + "-graph"
+	v1 := &pregel.Stamp{Version: p + "-v1", Fingerprint: p + "-f1"}
+	v2 := &pregel.Stamp{Version: p + "-v2", Fingerprint: p + "-f2"}
+	var made []runs.Run
+	for i, v := range []*pregel.Stamp{v1, v2, v1, nil} {
+		r := newRun(fmt.Sprintf("%s-%d", p, i), graph, time.Duration(i)*time.Second)
+		r.GraphVersion = v
+		made = append(made, create(t, s, r))
+	}
+	// Run 2 continued on v2's code: its record names v2 now.
+	moved := made[2]
+	moved.GraphVersion = v2
+	if _, err := s.UpdateRun(t.Context(), moved); err != nil {
+		t.Fatalf("UpdateRun: %v", err)
+	}
+	for _, tc := range []struct {
+		version string
+		want    []string
+	}{
+		{v1.Version, []string{p + "-0"}},
+		{v1.Fingerprint, []string{p + "-0"}},
+		{v2.Version, []string{p + "-2", p + "-1"}},
+		{v2.Fingerprint, []string{p + "-2", p + "-1"}},
+		{p + "-unknown", nil},
+	} {
+		got := ids(list(t, s, runs.Filter{Graph: graph, Version: tc.version}).Runs)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ListRuns(version %s) = %v, want %v", tc.version, got, tc.want)
+		}
+	}
+	if r, err := s.GetRun(t.Context(), made[1].ID); err != nil || r.GraphVersion == nil || r.GraphVersion.Fingerprint != v2.Fingerprint {
+		t.Errorf("GetRun: graph version %+v, %v; want %+v", r.GraphVersion, err, v2)
 	}
 }
 

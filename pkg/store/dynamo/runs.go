@@ -390,6 +390,10 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		names["#ctx"] = attrContext
 		values[":ctx"] = str(f.ContextID)
 	}
+	// The version filter (f.Version) is applied to the records read, below:
+	// the indexes do not project the graph version, and changing an
+	// index's projection means rebuilding it in every deployment. A page
+	// may then hold fewer runs than Limit.
 	switch {
 	case f.Graph != "":
 		if f.Status != "" {
@@ -464,7 +468,7 @@ func (s *Store) ListRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 	// status the filter excludes.
 	page := runs.Page{Runs: make([]runs.Run, 0, len(rs))}
 	for _, r := range rs {
-		if (f.Graph == "" || r.Graph == f.Graph) && (f.Status == "" || r.Status == f.Status) && (f.ContextID == "" || r.ContextID == f.ContextID) {
+		if (f.Graph == "" || r.Graph == f.Graph) && (f.Status == "" || r.Status == f.Status) && (f.ContextID == "" || r.ContextID == f.ContextID) && (f.Version == "" || r.VersionMatches(f.Version)) {
 			page.Runs = append(page.Runs, r)
 		}
 	}

@@ -50,7 +50,7 @@ func (s *Store) createRun(ctx context.Context, r runs.Run) (runs.Run, bool, erro
 	}
 	var n int64
 	err = s.w.do(ctx, func() error {
-		res, err := s.w.execLocking(ctx, s.w.createRun, r.ID, r.Graph, string(r.Status), r.ContextID, r.CreatedAt.UnixNano(), r.Version, record)
+		res, err := s.w.execLocking(ctx, s.w.createRun, r.ID, r.Graph, string(r.Status), r.ContextID, r.CreatedAt.UnixNano(), r.Version, record, graphVersion(r), graphFingerprint(r))
 		if err != nil {
 			return err
 		}
@@ -127,7 +127,7 @@ func (s *Store) updateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
 		}
 		var n int64
 		err = s.w.do(ctx, func() error {
-			res, err := s.w.execLocking(ctx, s.w.updateRun, r.ID, version, r.Graph, string(r.Status), r.ContextID, record, r.CreatedAt.UnixNano())
+			res, err := s.w.execLocking(ctx, s.w.updateRun, r.ID, version, r.Graph, string(r.Status), r.ContextID, record, r.CreatedAt.UnixNano(), graphVersion(r), graphFingerprint(r))
 			if err != nil {
 				return err
 			}
@@ -188,6 +188,10 @@ func (s *Store) listRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 		key |= byContext
 		args = append(args, f.ContextID)
 	}
+	if f.Version != "" {
+		key |= byVersion
+		args = append(args, f.Version, f.Version)
+	}
 	if f.PageToken != "" {
 		after, err := decodePageToken(f.PageToken)
 		if err != nil {
@@ -230,6 +234,21 @@ func (s *Store) listRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 	return page, nil
 }
 
+// graphVersion and graphFingerprint are the columns of r's graph version.
+func graphVersion(r runs.Run) string {
+	if r.GraphVersion == nil {
+		return ""
+	}
+	return r.GraphVersion.Version
+}
+
+func graphFingerprint(r runs.Run) string {
+	if r.GraphVersion == nil {
+		return ""
+	}
+	return r.GraphVersion.Fingerprint
+}
+
 // listFilter says which conditions a listing has: a set of the flags
 // below.
 type listFilter uint8
@@ -238,6 +257,7 @@ const (
 	byGraph listFilter = 1 << iota
 	byStatus
 	byContext
+	byVersion
 	afterKey // a page token
 	numListFilters
 )
@@ -267,6 +287,9 @@ func (l *listStatements) get(ctx context.Context, db *sql.DB, key listFilter) (*
 	}
 	if key&byContext != 0 {
 		where = append(where, "context_id = ?")
+	}
+	if key&byVersion != 0 {
+		where = append(where, "(graph_version = ? OR graph_fingerprint = ?)")
 	}
 	if key&afterKey != 0 {
 		where = append(where, "(created_at, id) < (?, ?)")

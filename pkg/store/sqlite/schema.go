@@ -91,6 +91,13 @@ CREATE INDEX run_records_by_context ON run_records (context_id, created_at, id);
 		script(migrateThreads),
 		// Version 5: push-notification configs (push.go).
 		script(migratePush),
+		// Version 6: the graph version of each run record, for
+		// listings by version (name or fingerprint). Records made
+		// before have none.
+		script(`
+ALTER TABLE run_records ADD COLUMN graph_version     TEXT NOT NULL DEFAULT '';
+ALTER TABLE run_records ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
+`),
 	}
 }
 

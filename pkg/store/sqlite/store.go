@@ -294,11 +294,11 @@ ON CONFLICT (run_id, step, task_id) DO UPDATE SET final = excluded.final, result
 WHERE NOT pending_tasks.final`},
 		{&w.storedPending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? AND task_id = ?`},
 		{&w.createRun, `
-INSERT INTO run_records (id, graph, status, context_id, created_at, version, record)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO run_records (id, graph, status, context_id, created_at, version, record, graph_version, graph_fingerprint)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`},
 		{&w.updateRun, `
-UPDATE run_records SET graph = ?3, status = ?4, context_id = ?5, version = ?2 + 1, record = ?6
+UPDATE run_records SET graph = ?3, status = ?4, context_id = ?5, version = ?2 + 1, record = ?6, graph_version = ?8, graph_fingerprint = ?9
 WHERE id = ?1 AND version = ?2 AND created_at = ?7`},
 	})
 	if err != nil {
