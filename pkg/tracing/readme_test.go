@@ -171,7 +171,7 @@ func TestREADMETables(t *testing.T) {
 
 	// A serverless tick: its span, from the SQS record, as the tick
 	// handler starts it.
-	run := runs.Run{ID: "tick-run", Graph: "fails", ContextID: "readme"}
+	run := runs.Run{ID: "tick-run", Graph: "fails", ContextID: "readme", GraphVersion: &pregel.Stamp{Version: "v2", Fingerprint: "0123456789abcdef"}}
 	_, end := r.Tracer.StartRun(ctx, &run)
 	end(nil)
 	msg := events.SQSMessage{MessageId: "m-1", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:app-ticks.fifo",
