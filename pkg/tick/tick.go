@@ -604,7 +604,7 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		}
 		return fmt.Errorf("commit step %d: %w", out.Checkpoint.Step, err)
 	}
-	emitStepCommitted(ctx, out.Checkpoint, len(tasks))
+	emitStepCommitted(ctx, cp, out.Checkpoint, len(tasks))
 	if ch.next(g, out.Checkpoint) {
 		// The next step's tick reads the run record afresh (drain,
 		// cancel) with the open step's results, in one request with a
