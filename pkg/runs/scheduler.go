@@ -50,6 +50,9 @@ type SchedulerConfig struct {
 	StartThreadRun func(ctx context.Context, r Run) error
 	// Tracer, when set, traces each execution of a run.
 	Tracer Tracer
+	// EventsMode says which runs' events are logged (default
+	// EventsWatched: see scheduler_events.go).
+	EventsMode EventsMode
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -93,6 +96,9 @@ type Scheduler struct {
 	events   EventLog
 	hub      watchHub
 	batchers map[string]*eventBatcher // by run id, guarded by subMu
+	mode     EventsMode
+	leases   map[string]time.Time    // run -> events logged until, guarded by subMu
+	recent   map[string]recentEvents // run -> events of an unwatched execution, guarded by subMu
 }
 
 type schedState int
@@ -138,6 +144,12 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		subs:        make(map[string]map[*subscriber]struct{}),
 		events:      cfg.Events,
 		batchers:    make(map[string]*eventBatcher),
+		mode:        cfg.EventsMode,
+		leases:      make(map[string]time.Time),
+		recent:      make(map[string]recentEvents),
+	}
+	if s.mode == "" {
+		s.mode = EventsWatched
 	}
 	if s.events == nil {
 		if l, ok := cfg.Runs.(EventLog); ok {
@@ -774,6 +786,7 @@ func (s *Scheduler) Subscribe(runID string) (<-chan pregel.Event, func()) {
 		s.subs[runID] = make(map[*subscriber]struct{})
 	}
 	s.subs[runID][sub] = struct{}{}
+	s.markWatchedLocked(runID)
 	return sub.ch, func() {
 		s.subMu.Lock()
 		defer s.subMu.Unlock()
@@ -784,6 +797,7 @@ func (s *Scheduler) Subscribe(runID string) (<-chan pregel.Event, func()) {
 		if len(s.subs[runID]) == 0 {
 			delete(s.subs, runID)
 		}
+		s.leaseLocked(runID)
 		close(sub.ch)
 	}
 }
