@@ -122,8 +122,9 @@ type execution struct {
 	forced bool // stopped by Shutdown after its grace period
 
 	// Used by the execution's goroutine only.
-	started  bool          // the engine emitted run_started
-	finished *pregel.Event // the engine's run_finished, held back
+	started    bool          // the engine emitted run_started
+	progressAt time.Time     // when the record last got the step
+	finished   *pregel.Event // the engine's run_finished, held back
 }
 
 var _ Dispatcher = (*Scheduler)(nil)
@@ -579,6 +580,10 @@ func resumeOptions(rr *ResumeRequest) []pregel.RunOption {
 	return opts
 }
 
+// progressEvery is how often at most an executing run's record gets the
+// step it reached.
+const progressEvery = 100 * time.Millisecond
+
 // observer keeps the record's progress up to date and forwards events to
 // subscribers. It holds back run_finished until the record is final.
 func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
@@ -591,6 +596,14 @@ func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
 				s.update(ex.id, func(r *Run) { r.Resume, r.Interrupts = nil, nil })
 			}
 		case pregel.EventStepFinished:
+			// The record shows progress at most every progressEvery (the
+			// run's end sets its final step): a step of a fast loop costs
+			// no record write and no checkpoint read.
+			if now := time.Now(); now.Sub(ex.progressAt) < progressEvery {
+				break
+			} else {
+				ex.progressAt = now
+			}
 			cp, err := s.checkpoints.Load(s.base, ex.id, ev.Step)
 			if err != nil {
 				s.logStoreError("load checkpoint for run progress", ex.id, err)
