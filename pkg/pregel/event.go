@@ -42,10 +42,15 @@ type Event struct {
 	Attempts int        `json:"attempts,omitempty"`
 	// Tasks is the number of tasks, on EventStepStarted.
 	Tasks int `json:"tasks,omitempty"`
-	// Writes are a node's writes on EventNodeFinished; Values are the
-	// channels changed by the step on EventStateUpdated.
-	Writes map[string]json.RawMessage `json:"writes,omitempty"`
-	Values map[string]json.RawMessage `json:"values,omitempty"`
+	// Writes are a node's writes on EventNodeFinished. On
+	// EventStateUpdated, Values are the new values of the channels the step
+	// changed, except the segment-stored (append) channels to which it
+	// only appended: Appended holds those, each with the elements the step
+	// appended (a JSON array), not the whole array again. The whole state
+	// after the step is in its checkpoint.
+	Writes   map[string]json.RawMessage `json:"writes,omitempty"`
+	Values   map[string]json.RawMessage `json:"values,omitempty"`
+	Appended map[string]json.RawMessage `json:"appended,omitempty"`
 	// RunStatus is set on EventRunFinished.
 	RunStatus  RunStatus       `json:"run_status,omitempty"`
 	Interrupts []InterruptInfo `json:"interrupts,omitempty"`

@@ -396,14 +396,11 @@ func (g *Graph) drive(ctx context.Context, cfg *runConfig, cp *Checkpoint, pendi
 			}
 			return finish(RunFailed, nil, fmt.Errorf("pregel: commit step %d of run %q: %w", out.Checkpoint.Step, cp.RunID, err))
 		}
+		prev := cp
 		cp = out.Checkpoint
 		if em.fn != nil {
-			changed := make(map[string]json.RawMessage)
-			for _, ch := range cp.Changed() {
-				changed[ch] = cp.Values[ch]
-			}
-			if len(changed) > 0 {
-				em.emit(Event{Type: EventStateUpdated, Step: cp.Step, Values: changed})
+			if values, appended := StepChanges(prev, cp); values != nil || appended != nil {
+				em.emit(Event{Type: EventStateUpdated, Step: cp.Step, Values: values, Appended: appended})
 			}
 			em.emit(Event{Type: EventStepFinished, Step: cp.Step, Tasks: len(tasks)})
 		}

@@ -407,3 +407,62 @@ func (g *Graph) inheritLayouts(cp *Checkpoint, state map[string]json.RawMessage,
 	}
 	return out
 }
+
+// StepChanges returns what cp's step changed, for its state_updated event
+// (see [EventStateUpdated]), without copying what the checkpoint already
+// holds: appended maps each segment-stored channel (one with an append
+// reducer) to which the step only appended the elements it appended, as
+// a JSON array; values maps every other channel the step changed to its
+// new value. prev is the checkpoint the step started from; without it, or
+// without its value of a channel, the channel's new value is given whole.
+// Either map is nil when empty.
+func StepChanges(prev, cp *Checkpoint) (values, appended map[string]json.RawMessage) {
+	for _, ch := range cp.Changed() {
+		nv := cp.Values[ch]
+		if _, seg := cp.layouts[ch]; seg && prev != nil {
+			if tail, ok := appendedTail(prev.Values[ch], nv); ok {
+				if appended == nil {
+					appended = make(map[string]json.RawMessage)
+				}
+				appended[ch] = tail
+				continue
+			}
+		}
+		if values == nil {
+			values = make(map[string]json.RawMessage)
+		}
+		values[ch] = nv
+	}
+	return values, appended
+}
+
+// appendedTail returns the elements that array nv has after those of array
+// old, as a JSON array, when nv is old with elements appended (compared as
+// text, which the engine's encoding keeps stable), and false otherwise.
+func appendedTail(old, nv json.RawMessage) (json.RawMessage, bool) {
+	if old == nil {
+		return nil, false
+	}
+	oi, ok1 := arrayInner(old)
+	ni, ok2 := arrayInner(nv)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	oi, ni = bytes.TrimSpace(oi), bytes.TrimSpace(ni)
+	if !bytes.HasPrefix(ni, oi) {
+		return nil, false
+	}
+	rest := bytes.TrimSpace(ni[len(oi):])
+	if len(oi) > 0 {
+		if len(rest) == 0 || rest[0] != ',' {
+			return nil, false
+		}
+		rest = rest[1:]
+	}
+	if len(rest) == 0 {
+		return nil, false
+	}
+	out := make(json.RawMessage, 0, len(rest)+2)
+	out = append(append(append(out, '['), rest...), ']')
+	return out, true
+}

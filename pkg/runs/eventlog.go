@@ -271,6 +271,13 @@ func (h *watchHub) watch(runID string) *Watch {
 	return w
 }
 
+// watching reports whether runID has a Watch.
+func (h *watchHub) watching(runID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.watches[runID]) > 0
+}
+
 func (h *watchHub) removeLocked(runID string, w *Watch) {
 	delete(h.watches[runID], w)
 	if len(h.watches[runID]) == 0 {

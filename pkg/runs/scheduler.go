@@ -50,6 +50,9 @@ type SchedulerConfig struct {
 	StartThreadRun func(ctx context.Context, r Run) error
 	// Tracer, when set, traces each execution of a run.
 	Tracer Tracer
+	// EventsMode says which runs' events are logged (default
+	// EventsWatched: see scheduler_events.go).
+	EventsMode EventsMode
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -93,6 +96,9 @@ type Scheduler struct {
 	events   EventLog
 	hub      watchHub
 	batchers map[string]*eventBatcher // by run id, guarded by subMu
+	mode     EventsMode
+	leases   map[string]time.Time    // run -> events logged until, guarded by subMu
+	recent   map[string]recentEvents // run -> events of an unwatched execution, guarded by subMu
 }
 
 type schedState int
@@ -116,8 +122,9 @@ type execution struct {
 	forced bool // stopped by Shutdown after its grace period
 
 	// Used by the execution's goroutine only.
-	started  bool          // the engine emitted run_started
-	finished *pregel.Event // the engine's run_finished, held back
+	started    bool          // the engine emitted run_started
+	progressAt time.Time     // when the record last got the step
+	finished   *pregel.Event // the engine's run_finished, held back
 	// stamp is the graph's version, set on the record at the first
 	// step committed on this code when the record names another.
 	stamp *pregel.Stamp
@@ -141,6 +148,12 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		subs:        make(map[string]map[*subscriber]struct{}),
 		events:      cfg.Events,
 		batchers:    make(map[string]*eventBatcher),
+		mode:        cfg.EventsMode,
+		leases:      make(map[string]time.Time),
+		recent:      make(map[string]recentEvents),
+	}
+	if s.mode == "" {
+		s.mode = EventsWatched
 	}
 	if s.events == nil {
 		if l, ok := cfg.Runs.(EventLog); ok {
@@ -590,6 +603,10 @@ func resumeOptions(rr *ResumeRequest) []pregel.RunOption {
 	return opts
 }
 
+// progressEvery is how often at most an executing run's record gets the
+// step it reached.
+const progressEvery = 100 * time.Millisecond
+
 // observer keeps the record's progress up to date and forwards events to
 // subscribers. It holds back run_finished until the record is final.
 func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
@@ -602,6 +619,14 @@ func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
 				s.update(ex.id, func(r *Run) { r.Resume, r.Interrupts = nil, nil })
 			}
 		case pregel.EventStepFinished:
+			// The record shows progress at most every progressEvery (the
+			// run's end sets its final step): a step of a fast loop costs
+			// no record write and no checkpoint read.
+			if now := time.Now(); now.Sub(ex.progressAt) < progressEvery {
+				break
+			} else {
+				ex.progressAt = now
+			}
 			cp, err := s.checkpoints.Load(s.base, ex.id, ev.Step)
 			if err != nil {
 				s.logStoreError("load checkpoint for run progress", ex.id, err)
@@ -809,6 +834,7 @@ func (s *Scheduler) Subscribe(runID string) (<-chan pregel.Event, func()) {
 		s.subs[runID] = make(map[*subscriber]struct{})
 	}
 	s.subs[runID][sub] = struct{}{}
+	s.markWatchedLocked(runID)
 	return sub.ch, func() {
 		s.subMu.Lock()
 		defer s.subMu.Unlock()
@@ -819,6 +845,7 @@ func (s *Scheduler) Subscribe(runID string) (<-chan pregel.Event, func()) {
 		if len(s.subs[runID]) == 0 {
 			delete(s.subs, runID)
 		}
+		s.leaseLocked(runID)
 		close(sub.ch)
 	}
 }

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -21,6 +22,58 @@ import (
 //
 // After the first event of a batch, the batcher waits eventLinger for
 // more, so that a run of short steps is logged a few steps per write.
+//
+// Which runs' events are logged is the Scheduler's EventsMode, as on the
+// serverless runtime (RUN_EVENTS). Under EventsWatched, the default, a
+// run's events are logged while it is watched (WatchEvents, as every
+// stream's Cursor does, or Subscribe), for the rest of that execution,
+// and for WatchLease after its last watcher left (so a client that
+// reconnects within it misses nothing). An unwatched run writes nothing
+// to the log: its events are held in memory (the newest maxHeld and
+// run_started) while it executes and for RecentWindow after, then
+// dropped. A watcher that arrives in that time gets those held events
+// first, so a stream opened as its run starts or just after it ended
+// (stream: true) sees it from run_started. A client that connects later,
+// or after a restart, finds only what was logged while someone watched;
+// the stream then ends with the run's record (how it ended), which is
+// what the serverless runtime serves for such a run too.
+
+// EventsMode says which runs' events a Scheduler logs.
+type EventsMode string
+
+// The event modes.
+const (
+	// EventsWatched, the default: the events of watched runs only (see
+	// above). An unwatched run pays nothing in the log.
+	EventsWatched EventsMode = "watched"
+	// EventsOn: every run's events; any stream replays a run from its
+	// start (within the log's retention).
+	EventsOn EventsMode = "on"
+	// EventsOff: none; streams show how runs end, nothing else.
+	EventsOff EventsMode = "off"
+)
+
+// ParseEventsMode checks a mode given by a user ("" is EventsWatched).
+func ParseEventsMode(s string) (EventsMode, error) {
+	switch m := EventsMode(s); m {
+	case "":
+		return EventsWatched, nil
+	case EventsWatched, EventsOn, EventsOff:
+		return m, nil
+	}
+	return "", fmt.Errorf("events mode %q: want %s, %s or %s: %w", s, EventsWatched, EventsOn, EventsOff, ErrInvalid)
+}
+
+// WatchLease is how long a run's events are still logged after its last
+// watcher left (EventsWatched).
+const WatchLease = 2 * time.Minute
+
+// maxHeld bounds the events held for an unwatched execution; when more
+// come, the oldest half (but run_started) is dropped.
+const maxHeld = 1024
+
+// maxLeases bounds the leases a Scheduler remembers.
+const maxLeases = 4096
 
 // eventBatcher gathers one execution's events for the log.
 type eventBatcher struct {
@@ -33,6 +86,10 @@ type eventBatcher struct {
 	mu      sync.Mutex
 	buf     []pregel.Event
 	closing bool
+	// watched: the events are logged; else they are held (unwatched
+	// runs under EventsWatched).
+	watched bool
+	held    []pregel.Event
 }
 
 // startEvents starts the batcher of an execution of runID; publish hands
@@ -40,6 +97,8 @@ type eventBatcher struct {
 func (s *Scheduler) startEvents(runID string) *eventBatcher {
 	b := &eventBatcher{s: s, runID: runID, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.subMu.Lock()
+	b.watched = s.watchedLocked(runID)
+	delete(s.recent, runID) // the new execution's events follow
 	s.batchers[runID] = b
 	s.subMu.Unlock()
 	go b.loop()
@@ -49,24 +108,170 @@ func (s *Scheduler) startEvents(runID string) *eventBatcher {
 // stopEvents writes what is left of the execution's events and stops its
 // batcher.
 func (s *Scheduler) stopEvents(b *eventBatcher) {
-	s.subMu.Lock()
-	if s.batchers[b.runID] == b {
-		delete(s.batchers, b.runID)
-	}
-	s.subMu.Unlock()
 	b.mu.Lock()
 	b.closing = true
 	b.mu.Unlock()
 	close(b.stop)
 	b.signal()
 	<-b.done
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	if s.batchers[b.runID] == b {
+		delete(s.batchers, b.runID)
+	}
+	b.mu.Lock()
+	left, held := b.buf, b.held
+	b.buf, b.held = nil, nil
+	b.mu.Unlock()
+	if len(left) > 0 {
+		// Watched as the loop ended.
+		s.logEvents(b.runID, left)
+	}
+	if len(held) > 0 {
+		s.keepRecentLocked(b.runID, held)
+	}
+}
+
+// recentEvents are the events of an unwatched execution that ended, kept
+// in memory for RecentWindow.
+type recentEvents struct {
+	evs   []pregel.Event
+	until time.Time
+}
+
+// RecentWindow is how long the Scheduler keeps in memory the events of an
+// unwatched execution that ended (the newest 1,024, and run_started): a
+// watcher that comes within it gets them, so that a stream opened just
+// after its run was created (stream: true) sees the run from its start.
+const RecentWindow = 10 * time.Second
+
+// maxRecent bounds the ended executions whose events are kept.
+const maxRecent = 256
+
+// keepRecentLocked keeps evs, the held events of runID's unwatched
+// execution, for RecentWindow. The caller holds subMu.
+func (s *Scheduler) keepRecentLocked(runID string, evs []pregel.Event) {
+	now := time.Now()
+	if len(s.recent) >= maxRecent {
+		for id, r := range s.recent {
+			if !now.Before(r.until) {
+				delete(s.recent, id)
+			}
+		}
+		for id := range s.recent {
+			if len(s.recent) < maxRecent {
+				break
+			}
+			delete(s.recent, id)
+		}
+	}
+	s.recent[runID] = recentEvents{evs: evs, until: now.Add(RecentWindow)}
 }
 
 func (b *eventBatcher) add(ev pregel.Event) {
 	b.mu.Lock()
+	if !b.watched {
+		b.hold(ev)
+		b.mu.Unlock()
+		return
+	}
 	b.buf = append(b.buf, ev)
 	b.mu.Unlock()
 	b.signal()
+}
+
+// hold keeps ev of an unwatched execution in memory: the execution's
+// newest maxHeld events, and its run_started. The caller holds b.mu.
+func (b *eventBatcher) hold(ev pregel.Event) {
+	if b.s.mode == EventsOff {
+		return
+	}
+	if len(b.held) >= maxHeld {
+		keep := 0 // run_started stays at the front
+		if b.held[0].Type == pregel.EventRunStarted {
+			keep = 1
+		}
+		n := copy(b.held[keep:], b.held[keep+(len(b.held)-keep)/2:])
+		clear(b.held[keep+n:])
+		b.held = b.held[:keep+n]
+	}
+	b.held = append(b.held, ev)
+}
+
+// watch makes the execution's events logged from now on, the held ones
+// first.
+func (b *eventBatcher) watch() {
+	b.mu.Lock()
+	if b.watched {
+		b.mu.Unlock()
+		return
+	}
+	b.watched = true
+	b.buf = append(b.held, b.buf...)
+	b.held = nil
+	b.mu.Unlock()
+	b.signal()
+}
+
+// watchedLocked reports whether runID's events are to be logged: under
+// EventsWatched, while it has a watcher or a lease. The caller holds
+// subMu.
+func (s *Scheduler) watchedLocked(runID string) bool {
+	switch s.mode {
+	case EventsOn:
+		return true
+	case EventsOff:
+		return false
+	}
+	if len(s.subs[runID]) > 0 || s.hub.watching(runID) {
+		return true
+	}
+	until, ok := s.leases[runID]
+	if ok && time.Now().Before(until) {
+		return true
+	}
+	if ok {
+		delete(s.leases, runID)
+	}
+	return false
+}
+
+// markWatchedLocked makes the events of runID's execution here, if any,
+// logged from now on. The caller holds subMu.
+func (s *Scheduler) markWatchedLocked(runID string) {
+	if s.mode == EventsOff {
+		return
+	}
+	if r, ok := s.recent[runID]; ok {
+		// Nothing of that execution was logged: its events go first.
+		delete(s.recent, runID)
+		if time.Now().Before(r.until) {
+			s.logEvents(runID, r.evs)
+		}
+	}
+	if b := s.batchers[runID]; b != nil {
+		b.watch()
+	}
+}
+
+// leaseLocked keeps runID's events logged for WatchLease after a watcher
+// left. The caller holds subMu.
+func (s *Scheduler) leaseLocked(runID string) {
+	if s.mode != EventsWatched {
+		return
+	}
+	now := time.Now()
+	if len(s.leases) >= maxLeases {
+		for id, until := range s.leases {
+			if !now.Before(until) {
+				delete(s.leases, id)
+			}
+		}
+		if len(s.leases) >= maxLeases {
+			clear(s.leases)
+		}
+	}
+	s.leases[runID] = now.Add(WatchLease)
 }
 
 func (b *eventBatcher) signal() {
@@ -120,12 +325,15 @@ func (b *eventBatcher) loop() {
 func (s *Scheduler) logEvent(ev pregel.Event) {
 	s.subMu.Lock()
 	b := s.batchers[ev.RunID]
+	watched := b == nil && s.watchedLocked(ev.RunID)
 	s.subMu.Unlock()
 	if b != nil {
 		b.add(ev)
 		return
 	}
-	s.logEvents(ev.RunID, []pregel.Event{ev})
+	if watched {
+		s.logEvents(ev.RunID, []pregel.Event{ev})
+	}
 }
 
 // logEvents appends evs to the log and delivers them to the run's
@@ -156,6 +364,19 @@ func (s *Scheduler) EventsSince(ctx context.Context, runID string, after int64, 
 // (EventsSince) once it is watching, so that it misses none, and skips
 // the events it gets twice by their ids. When the Watch ends with
 // ErrWatchBehind, it reads the log again and watches anew.
-func (s *Scheduler) WatchEvents(runID string) *Watch { return s.hub.watch(runID) }
+func (s *Scheduler) WatchEvents(runID string) *Watch {
+	w := s.hub.watch(runID)
+	s.subMu.Lock()
+	s.markWatchedLocked(runID)
+	s.subMu.Unlock()
+	stop := w.stop
+	w.stop = func() {
+		stop()
+		s.subMu.Lock()
+		s.leaseLocked(runID)
+		s.subMu.Unlock()
+	}
+	return w
+}
 
 var _ LiveEvents = (*Scheduler)(nil)

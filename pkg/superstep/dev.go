@@ -38,6 +38,7 @@ type devFlags struct {
 	strategy    string
 	// pushPrivate lets A2A push notifications go to private networks.
 	pushPrivate bool
+	events      string
 }
 
 func newDevCmd(env Env) *cobra.Command {
@@ -67,6 +68,9 @@ next start.`,
 			if _, err := a2a.ParseStrategy(f.strategy); err != nil {
 				return badInput(fmt.Errorf("--a2a-strategy %q: want reject, enqueue, interrupt, rollback or parallel", f.strategy))
 			}
+			if _, err := runs.ParseEventsMode(f.events); err != nil {
+				return badInput(fmt.Errorf("--events %q: want watched (the default: only watched runs' events are kept), on or off", f.events))
+			}
 			if af.enabled {
 				return runDevAWS(c.Context(), env, &f, &af)
 			}
@@ -83,6 +87,7 @@ next start.`,
 	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
 	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
 	fl.BoolVar(&f.pushPrivate, "a2a-push-private", false, "let A2A push notifications go to loopback, private and link-local addresses (a receiver on this machine or network); off, they are refused at config time")
+	fl.StringVar(&f.events, "events", string(runs.EventsWatched), "which runs' events streams can replay: watched (while watched and "+runs.WatchLease.String()+" after; an unwatched run writes none), on (every run's) or off")
 	af.register(c, env)
 	return c
 }
@@ -131,7 +136,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if ts, ok := records.(runs.ThreadStore); ok {
 		svc.Threads = ts // threads: one writer each; a run continues its thread's state
 	}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: runs.EventsMode(f.events), Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))

@@ -2,7 +2,6 @@ package tick
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -167,16 +166,12 @@ func (b *eventBuffer) flush() {
 
 // emitStepCommitted adds the events of a committed step: the channels it
 // changed, then step_finished.
-func emitStepCommitted(ctx context.Context, cp *pregel.Checkpoint, tasks int) {
+func emitStepCommitted(ctx context.Context, prev, cp *pregel.Checkpoint, tasks int) {
 	if eventsFrom(ctx) == nil {
 		return
 	}
-	if ch := cp.Changed(); len(ch) > 0 {
-		changed := make(map[string]json.RawMessage, len(ch))
-		for _, c := range ch {
-			changed[c] = cp.Values[c]
-		}
-		emit(ctx, pregel.Event{Type: pregel.EventStateUpdated, Step: cp.Step, Values: changed})
+	if values, appended := pregel.StepChanges(prev, cp); values != nil || appended != nil {
+		emit(ctx, pregel.Event{Type: pregel.EventStateUpdated, Step: cp.Step, Values: values, Appended: appended})
 	}
 	emit(ctx, pregel.Event{Type: pregel.EventStepFinished, Step: cp.Step, Tasks: tasks})
 }

@@ -621,7 +621,7 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		}
 		return fmt.Errorf("commit step %d: %w", out.Checkpoint.Step, err)
 	}
-	emitStepCommitted(ctx, out.Checkpoint, len(tasks))
+	emitStepCommitted(ctx, cp, out.Checkpoint, len(tasks))
 	h.annotate(ctx, 0, "committed")
 	if ch.next(g, out.Checkpoint) {
 		// The next step's tick reads the run record afresh (drain,
