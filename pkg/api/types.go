@@ -77,9 +77,15 @@ type Run struct {
 	Input     json.RawMessage  `json:"input,omitempty"`
 	ContextID string           `json:"context_id,omitempty"`
 	// ThreadID names the thread of a run created on one.
-	ThreadID  string    `json:"thread_id,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ThreadID string `json:"thread_id,omitempty"`
+	// SupersededBy names the run that took the thread from this one
+	// (strategies interrupt and rollback): this run has ended and cannot
+	// be resumed. Discarded says its steps were rolled back: they are
+	// not in the thread.
+	SupersededBy string    `json:"superseded_by,omitempty"`
+	Discarded    bool      `json:"discarded,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 	// Step is the last committed superstep.
 	Step     int             `json:"step"`
 	Counters pregel.Counters `json:"counters"`
@@ -122,6 +128,8 @@ func runView(r runs.Run, b *ValueBudget) Run {
 		OmittedInput:      omitted,
 		ContextID:         r.ContextID,
 		ThreadID:          r.ThreadID,
+		SupersededBy:      r.SupersededBy,
+		Discarded:         r.Discarded,
 		CreatedAt:         r.CreatedAt,
 		UpdatedAt:         r.UpdatedAt,
 		Step:              r.Step,
