@@ -76,6 +76,10 @@ func status(r runs.Run) (core.TaskState, *core.Message) {
 		}
 		return core.TaskStateFailed, agentText(r, "the task failed")
 	case pregel.RunCancelled:
+		if r.SupersededBy != "" {
+			// Ended for good: a newer task on its context took over.
+			return core.TaskStateCanceled, agentText(r, fmt.Sprintf("superseded by task %s on its context; this task cannot be continued", r.SupersededBy))
+		}
 		return core.TaskStateCanceled, agentText(r, "the task was canceled")
 	}
 	return core.TaskStateUnspecified, nil

@@ -2,6 +2,7 @@ package a2a_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -270,6 +271,12 @@ func TestThreadStrategies(t *testing.T) {
 			old := getTask(t, c, first.ID)
 			if tt.first != core.TaskStateUnspecified && old.Status.State != tt.first {
 				t.Errorf("first task %s, want %s", old.Status.State, tt.first)
+			}
+			if old.Status.State == core.TaskStateCanceled {
+				// Superseded: a final state naming its successor.
+				if msg, _ := json.Marshal(old.Status.Message); !strings.Contains(string(msg), string(second.ID)) {
+					t.Errorf("superseded task's status %q does not name its successor %s", msg, second.ID)
+				}
 			}
 		})
 	}

@@ -155,6 +155,29 @@ func TestThreadBusy(t *testing.T) {
 	if _, s := e.threadState("t"); !slices.Equal(s.Trail, []string{"ask", "upper", "exclaim", "upper", "exclaim"}) {
 		t.Errorf("state after rollback: %+v", s)
 	}
+	var view api.Run
+	e.do("GET", "/v1/runs/"+ask2.RunID, nil).ok(t, http.StatusOK, &view)
+	if view.SupersededBy != rb.RunID || !view.Discarded {
+		t.Errorf("rolled back run's view: superseded_by %q discarded %v; want %s, true", view.SupersededBy, view.Discarded, rb.RunID)
+	}
+	e.do("POST", "/v1/runs/"+ask2.RunID+"/resume", map[string]any{"resume": "ada"}).problem(t, http.StatusConflict, "superseded by run", rb.RunID)
+
+	// Interrupt: the interrupted run ends for good (it would otherwise
+	// look resumable forever), its steps kept, naming its successor.
+	var ask3, in api.Run
+	e.do("POST", "/v1/threads/t/runs", map[string]any{"graph": "ask"}).ok(t, http.StatusAccepted, &ask3)
+	e.await(ask3.RunID, pregel.RunInterrupted)
+	e.do("POST", "/v1/threads/t/runs", map[string]any{"graph": "echo", "input": map[string]string{"text": "w"}, "strategy": "interrupt"}).ok(t, http.StatusAccepted, &in)
+	e.await(in.RunID, pregel.RunCompleted)
+	view = api.Run{}
+	e.do("GET", "/v1/runs/"+ask3.RunID, nil).ok(t, http.StatusOK, &view)
+	if view.Status != pregel.RunCancelled || view.SupersededBy != in.RunID || view.Discarded || len(view.Interrupts) > 0 {
+		t.Errorf("interrupted run superseded by interrupt: %s superseded_by %q discarded %v interrupts %v; want cancelled, %s, false, none", view.Status, view.SupersededBy, view.Discarded, view.Interrupts, in.RunID)
+	}
+	e.do("POST", "/v1/runs/"+ask3.RunID+"/resume", map[string]any{"resume": "ada"}).problem(t, http.StatusConflict, "superseded by run", in.RunID)
+	if _, s := e.threadState("t"); !slices.Equal(s.Trail, []string{"ask", "upper", "exclaim", "upper", "exclaim", "upper", "exclaim"}) {
+		t.Errorf("state after interrupt (the interrupted run had committed no write): %+v", s)
+	}
 }
 
 func TestThreadBadInput(t *testing.T) {

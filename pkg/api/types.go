@@ -82,9 +82,15 @@ type Run struct {
 	Input     json.RawMessage  `json:"input,omitempty"`
 	ContextID string           `json:"context_id,omitempty"`
 	// ThreadID names the thread of a run created on one.
-	ThreadID  string    `json:"thread_id,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ThreadID string `json:"thread_id,omitempty"`
+	// SupersededBy names the run that took the thread from this one
+	// (strategies interrupt and rollback): this run has ended and cannot
+	// be resumed. Discarded says its steps were rolled back: they are
+	// not in the thread.
+	SupersededBy string    `json:"superseded_by,omitempty"`
+	Discarded    bool      `json:"discarded,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 	// GraphVersion is the version of the graph whose code wrote the
 	// run's state; absent on runs made before versions were recorded.
 	GraphVersion *GraphVersion `json:"graph_version,omitempty"`
@@ -146,6 +152,8 @@ func runView(r runs.Run, b *ValueBudget) Run {
 		OmittedInput:      omitted,
 		ContextID:         r.ContextID,
 		ThreadID:          r.ThreadID,
+		SupersededBy:      r.SupersededBy,
+		Discarded:         r.Discarded,
 		CreatedAt:         r.CreatedAt,
 		UpdatedAt:         r.UpdatedAt,
 		Step:              r.Step,

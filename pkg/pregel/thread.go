@@ -25,8 +25,11 @@ const Inherited = -1
 // with version Inherited; channels it writes get version 0. Channels of
 // state the graph does not know are kept as they are.
 //
-// The graph's input validation and its routers from Start see the combined
-// state. Input that names no channel of the graph or does not fit it is
+// The graph's input validation (Builder.ValidateInput) sees the input as
+// the caller sent it, each channel's value applied to an empty channel, not
+// the state it continues: a graph whose input check refuses output channels
+// works on a thread as it does alone. Its routers from Start see the
+// combined state. Input that names no channel of the graph or does not fit it is
 // rejected with an error wrapping ErrInvalidInput. [Graph.Start] is
 // Continue from no state.
 func (g *Graph) Continue(ctx context.Context, runID string, state map[string]json.RawMessage, input json.RawMessage) (*Checkpoint, error) {
@@ -60,6 +63,7 @@ func (g *Graph) continueFrom(ctx context.Context, runID string, state map[string
 	for ch, v := range state {
 		cp.Values[ch], cp.Versions[ch] = v, Inherited
 	}
+	sent := make(map[string]json.RawMessage, len(in))
 	for _, ch := range slices.Sorted(maps.Keys(in)) {
 		if !slices.Contains(g.channels, ch) {
 			return nil, fmt.Errorf("%w: %q is not a channel of graph %q; channels are %s", ErrInvalidInput, ch, g.name, strings.Join(g.channels, ", "))
@@ -75,8 +79,15 @@ func (g *Graph) continueFrom(ctx context.Context, runID string, state map[string
 			continue // an empty update of a channel without a value leaves it without one
 		}
 		cp.Values[ch], cp.Versions[ch] = v, 0
+		if state == nil {
+			sent[ch] = v
+		} else if alone, err := g.reduceOne(ch, nil, in[ch]); err != nil {
+			return nil, fmt.Errorf("%w: channel %q: %w", ErrInvalidInput, ch, err)
+		} else if alone != nil {
+			sent[ch] = alone
+		}
 	}
-	if err := g.checkInput(cp.Values); err != nil {
+	if err := g.checkInput(sent); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	next := newFrontier()

@@ -115,3 +115,40 @@ func TestContinueRejectsBadInput(t *testing.T) {
 		t.Errorf("empty run id: err = %v, want ErrInvalidInput", err)
 	}
 }
+
+// TestContinueValidatesWhatWasSent is issue 22 item 5: a graph whose input
+// check refuses its output channels (as examples/loop's counter does) runs
+// a second time on a thread: the check sees the input the caller sent, not
+// the state it continues, which holds the first run's outputs.
+func TestContinueValidatesWhatWasSent(t *testing.T) {
+	ctx := context.Background()
+	b := pregel.NewGraph[chat]("chat")
+	b.ValidateInput(func(s chat) error {
+		if s.Turns != 0 {
+			return errors.New("turns is an output; give only messages")
+		}
+		if len(s.Messages) != 1 {
+			return fmt.Errorf("give exactly one message, got %d", len(s.Messages))
+		}
+		return nil
+	})
+	b.AddFunc("reply", func(_ context.Context, s chat) (chat, error) {
+		return chat{Messages: []string{"re"}, Turns: s.Turns + 1}, nil
+	})
+	b.AddEdge(pregel.Start, "reply").AddEdge("reply", pregel.End)
+	g := compile2(t, b)
+	state := map[string]json.RawMessage{"messages": json.RawMessage(`["hi","re"]`), "turns": json.RawMessage(`1`)}
+	cp, err := g.Continue(ctx, "second", state, json.RawMessage(`{"messages":["again"]}`))
+	if err != nil {
+		t.Fatalf("second run on a thread refused: %v", err)
+	}
+	if got := string(cp.Values["messages"]); got != `["hi","re","again"]` {
+		t.Errorf("step 0 messages %s, want the thread's and the input's", got)
+	}
+	// What the caller sent is still checked.
+	for _, in := range []string{`{"turns":3,"messages":["x"]}`, `{"messages":["a","b"]}`} {
+		if _, err := g.Continue(ctx, "third", state, json.RawMessage(in)); !errors.Is(err, pregel.ErrInvalidInput) {
+			t.Errorf("input %s: %v, want ErrInvalidInput", in, err)
+		}
+	}
+}

@@ -336,6 +336,9 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 				return fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), pregel.ErrInvalidResume.Error()+": "), ErrInvalid)
 			}
 		default:
+			if r.SupersededBy != "" {
+				return supersededError(*r)
+			}
 			if won := LastAnswer(*r); won != "" {
 				// Several answers to one question: the first applied
 				// won, the others are told which it was.
@@ -344,7 +347,7 @@ func (s *Service) Resume(ctx context.Context, id string, req ResumeRequest) (Run
 			return fmt.Errorf("run %q is %s; only interrupted or drained runs can be resumed: %w", id, r.Status, ErrInvalidState)
 		}
 		if r.SupersededBy != "" {
-			return fmt.Errorf("run %q gave its thread to run %q and cannot be resumed; create a new run on the thread instead: %w", id, r.SupersededBy, ErrInvalidState)
+			return supersededError(*r)
 		}
 		r.Status, r.DrainRequested, r.DrainReason = pregel.RunPending, false, ""
 		r.Messages = appendMessage(r.Messages, req.Message)
@@ -419,6 +422,7 @@ func mutate(ctx context.Context, store Store, id string, now func() time.Time, f
 		if err := fn(&r); err != nil {
 			return r, err
 		}
+		settleRun(&r)
 		RecordChanges(before, &r, now())
 		out, err := store.UpdateRun(ctx, r)
 		if !errors.Is(err, ErrConflict) || attempt >= 50 {

@@ -178,3 +178,11 @@ type recordDispatch struct{}
 
 func (recordDispatch) Dispatch(context.Context, runs.Run) error { return nil }
 func (recordDispatch) Signal(context.Context, runs.Run)         {}
+
+func TestMemoryThreadsLinearizable(t *testing.T) {
+	threads, clients, ops := runstest.LinearizableSize()
+	runstest.Linearizable(t, threads, clients, ops, func(*testing.T) runstest.ThreadEnv {
+		m := runs.NewMemoryStore()
+		return runstest.ThreadEnv{Runs: m, Threads: m, Checkpoints: pregel.NewMemoryStore()}
+	})
+}

@@ -456,37 +456,16 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 			return Run{}, false, err
 		}
 	}
-	var (
-		busy    string
-		claimed bool     // the run took the idle thread
-		head    *StepRef // where the thread was then
-	)
+	var eff HandOffEffect
 	_, err = MutateThread(ctx, ts, threadID, func(t *Thread) error {
-		busy, claimed, head = "", false, nil
-		if t.Active == req.RunID || slices.Contains(t.Queue, req.RunID) {
-			return errClaimedYet
-		}
-		if t.Deleting {
-			return errDeleting(threadID)
-		}
-		if t.Active == "" {
-			t.Active, claimed = req.RunID, true
-			if t.Head != nil {
-				h := *t.Head
-				head = &h
-			}
-			return nil
-		}
-		if strategy == StrategyReject {
-			return &BusyError{Thread: threadID, ActiveRun: t.Active}
-		}
-		busy = t.Active
-		t.Queue = append(t.Queue, req.RunID)
-		return nil
+		next, e, err := HandOff(*t, HandOffEvent{Kind: HandOffClaim, Run: req.RunID, Strategy: strategy})
+		*t, eff = next, e
+		return err
 	})
 	if err != nil && !errors.Is(err, errClaimedYet) {
 		return Run{}, false, err
 	}
+	claimed, head, busy := eff.Start == req.RunID, eff.Base, eff.Supersede
 	now := s.now()
 	rec := Run{
 		ID: req.RunID, Graph: req.Graph, Status: pregel.RunPending, Input: input, ContextID: threadID, ThreadID: threadID, CreatedAt: now, UpdatedAt: now,
@@ -558,29 +537,19 @@ func (s *Service) passOnStopped(ctx context.Context, t Thread) (Thread, error) {
 
 // unclaim takes a run that could not be stored off its thread.
 func (s *Service) unclaim(ctx context.Context, threadID, runID string) {
-	var next string
+	var eff HandOffEffect
 	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
-		next = ""
-		switch {
-		case t.Active == runID:
-			if len(t.Queue) > 0 {
-				next, t.Queue = t.Queue[0], t.Queue[1:]
-			}
-			t.Active = next
-		case slices.Contains(t.Queue, runID):
-			t.Queue = slices.DeleteFunc(t.Queue, func(id string) bool { return id == runID })
-		default:
-			return errStop
-		}
-		return nil
+		next, e, err := HandOff(*t, HandOffEvent{Kind: HandOffRelease, Run: runID})
+		*t, eff = next, e
+		return err
 	})
 	if err != nil && !errors.Is(err, errStop) {
 		s.logger().Error("take a run that could not be stored off its thread", "thread_id", threadID, "run_id", runID, "err", err)
 		return
 	}
-	if next != "" {
-		if err := s.startIfActive(ctx, threadID, next); err != nil {
-			s.logger().Error("start the next run of a thread", "thread_id", threadID, "run_id", next, "err", err)
+	if eff.Start != "" {
+		if err := s.startIfActive(ctx, threadID, eff.Start); err != nil {
+			s.logger().Error("start the next run of a thread", "thread_id", threadID, "run_id", eff.Start, "err", err)
 		}
 	}
 }
@@ -591,7 +560,6 @@ func (s *Service) supersede(ctx context.Context, activeID, newID string, strateg
 	if strategy != StrategyInterrupt && strategy != StrategyRollback {
 		return nil
 	}
-	reason := fmt.Sprintf("interrupted by run %s on its thread", newID)
 	// The active run's creator may not have stored it yet: it claimed
 	// the thread a moment ago. Wait for its record a little.
 	for wait := time.Millisecond; wait < time.Second; wait *= 2 {
@@ -604,30 +572,7 @@ func (s *Service) supersede(ctx context.Context, activeID, newID string, strateg
 		case <-time.After(wait):
 		}
 	}
-	r, err := s.mutateRun(ctx, activeID, func(r *Run) error {
-		if r.SupersededBy != "" {
-			return errStop // an earlier arrival did it
-		}
-		switch r.Status {
-		case pregel.RunPending, pregel.RunRunning:
-			r.SupersededBy = newID
-			if strategy == StrategyInterrupt {
-				if !r.DrainRequested && !r.CancelRequested {
-					r.DrainRequested, r.DrainReason = true, reason
-				}
-			} else {
-				r.CancelRequested, r.Discarded = true, true
-			}
-		case pregel.RunInterrupted, pregel.RunDrained:
-			r.SupersededBy = newID
-			if strategy == StrategyRollback {
-				r.Status, r.Interrupts, r.Resume, r.Discarded = pregel.RunCancelled, nil, nil, true
-			}
-		default:
-			return errStop // it has ended; its end releases the thread
-		}
-		return nil
-	})
+	r, err := s.mutateRun(ctx, activeID, func(r *Run) error { return supersedeRun(r, newID, strategy) })
 	switch {
 	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):
 		return nil
@@ -776,28 +721,21 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 	if !leftThread(r) {
 		return nil // it holds the thread until it ends, or is resumed or cancelled
 	}
-	head := r.Base
+	var last *StepRef
 	if !r.Discarded {
 		cp, err := s.Checkpoints.Load(ctx, r.ID, pregel.Latest)
 		switch {
 		case err == nil:
-			head = &StepRef{RunID: r.ID, Step: cp.Step}
+			last = &StepRef{RunID: r.ID, Step: cp.Step}
 		case !errors.Is(err, pregel.ErrNotFound):
 			return fmt.Errorf("load run %q: %w", r.ID, err)
 		}
 	}
-	var next string
+	var eff HandOffEffect
 	t, err := MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
-		next = ""
-		if t.Active != r.ID {
-			return errNotActive
-		}
-		t.Head = head
-		if len(t.Queue) > 0 {
-			next, t.Queue = t.Queue[0], t.Queue[1:]
-		}
-		t.Active = next
-		return nil
+		next, e, err := HandOff(*t, HandOffEvent{Kind: HandOffPassOn, Run: r.ID, Last: last, Discarded: r.Discarded})
+		*t, eff = next, e
+		return err
 	})
 	switch {
 	case errors.Is(err, errNotActive):
@@ -813,10 +751,10 @@ func (s *Service) RunStopped(ctx context.Context, r Run) error {
 	case err != nil:
 		return fmt.Errorf("pass thread %q on from run %q: %w", r.ThreadID, r.ID, err)
 	}
-	if next == "" {
+	if eff.Start == "" {
 		return nil
 	}
-	return s.startIfActive(ctx, r.ThreadID, next)
+	return s.startIfActive(ctx, r.ThreadID, eff.Start)
 }
 
 // leftThread reports whether run r, if it holds its thread, must pass it
@@ -854,10 +792,11 @@ func (s *Service) cancelQueued(ctx context.Context, id string) (Run, bool, error
 	}
 	_, err = MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
 		if !slices.Contains(t.Queue, id) {
-			return errStop
+			return errStop // active, or gone: not a queued run
 		}
-		t.Queue = slices.DeleteFunc(t.Queue, func(q string) bool { return q == id })
-		return nil
+		next, _, err := HandOff(*t, HandOffEvent{Kind: HandOffRelease, Run: id})
+		*t = next
+		return err
 	})
 	switch {
 	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):

@@ -115,12 +115,23 @@ func runNote(r api.Run) string {
 			nodes[i] = in.Node
 		}
 		return "waiting on " + strings.Join(nodes, ", ")
+	case r.SupersededBy != "":
+		return superseded(r)
 	case r.CancelRequested:
 		return "cancel requested"
 	case r.DrainRequested:
 		return "drain: " + r.DrainReason
 	}
 	return ""
+}
+
+// superseded says which run took a run's thread, and what became of its
+// steps.
+func superseded(r api.Run) string {
+	if r.Discarded {
+		return "superseded by run " + r.SupersededBy + " (rolled back: its steps were discarded)"
+	}
+	return "superseded by run " + r.SupersededBy + " (its committed steps stay in the thread)"
 }
 
 func newRunsShowCmd(env Env, f *serverFlags) *cobra.Command {
@@ -205,6 +216,9 @@ func writeRunDetail(w io.Writer, prog string, d api.RunDetail, evs api.EventList
 	fmt.Fprintf(tw, "Updated:\t%s\n", fmtTime(d.UpdatedAt))
 	if d.ContextID != "" {
 		fmt.Fprintf(tw, "Context:\t%s\n", d.ContextID)
+	}
+	if d.SupersededBy != "" {
+		fmt.Fprintf(tw, "Superseded:\t%s\n", superseded(d.Run))
 	}
 	if d.DrainRequested {
 		fmt.Fprintf(tw, "Drain:\t%s\n", orDash(d.DrainReason))

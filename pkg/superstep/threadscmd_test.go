@@ -190,8 +190,8 @@ func TestThreadsCommands(t *testing.T) {
 	wantOut(t, h.run("threads", "update-state", "chat-1", "--as-node", "model", "--values", `{"messages": []}`).want(t, ExitUsage), "is busy")
 	wantOut(t, h.run("threads", "delete", "chat-1").want(t, ExitUsage), "cancel them before deleting")
 	// rollback: the waiting run is cancelled and its turn discarded.
-	h.run("threads", "run", "chat-1", "assistant", "--text", "Never mind. Where is A-1001?", "--strategy", "rollback", "--wait").want(t, ExitOK)
-	wantOut(t, h.run("runs", "show", held).want(t, ExitOK), "Status:   cancelled")
+	rb := runIDOf(t, h.run("threads", "run", "chat-1", "assistant", "--text", "Never mind. Where is A-1001?", "--strategy", "rollback", "--wait").want(t, ExitOK).stdout)
+	wantOut(t, h.run("runs", "show", held).want(t, ExitOK), "cancelled", "Superseded:", "superseded by run "+rb+" (rolled back: its steps were discarded)")
 	got := strings.Join(h.showThread(t, "chat-1").texts(), "\n")
 	if strings.Contains(got, "Please refund") || !strings.Contains(got, "Never mind") || !strings.Contains(got, "A-1002, your walnut tray") {
 		t.Errorf("after rollback the conversation is:\n%s", got)

@@ -492,7 +492,8 @@ func testOneWaiting(t *testing.T, e *tenv, st runs.Strategy) {
 	case runs.StrategyEnqueue:
 		want = []string{"block", "re:block", "done", "two", "re:two", "done"}
 	case runs.StrategyInterrupt:
-		wantFirst = pregel.RunDrained
+		// Drained, then ended: superseded, it can never be resumed.
+		wantFirst = pregel.RunCancelled
 		want = []string{"block", "re:block", "two", "re:two", "done"}
 	case runs.StrategyRollback:
 		wantFirst = pregel.RunCancelled
@@ -519,9 +520,13 @@ func testOneWaiting(t *testing.T, e *tenv, st runs.Strategy) {
 			t.Errorf("%s: first run superseded by %q, want %s", st, r1.SupersededBy, second.ID)
 		}
 	}
-	if st == runs.StrategyInterrupt {
-		if _, err := e.svc.Resume(t.Context(), first.ID, runs.ResumeRequest{}); !errors.Is(err, runs.ErrInvalidState) {
-			t.Errorf("resuming a run that gave its thread away: %v, want ErrInvalidState", err)
+	if st == runs.StrategyInterrupt || st == runs.StrategyRollback {
+		if r1.Discarded != (st == runs.StrategyRollback) {
+			t.Errorf("%s: first run discarded = %v", st, r1.Discarded)
+		}
+		_, err := e.svc.Resume(t.Context(), first.ID, runs.ResumeRequest{})
+		if !errors.Is(err, runs.ErrInvalidState) || !strings.Contains(err.Error(), second.ID) {
+			t.Errorf("resuming a run that gave its thread away: %v, want ErrInvalidState naming %s", err, second.ID)
 		}
 	}
 	if e.max.Load() > 1 {
@@ -629,7 +634,11 @@ func testConcurrent(t *testing.T, e *tenv, st runs.Strategy, n int) {
 		switch r.Status {
 		case pregel.RunCompleted:
 			want = append(want, msg, "re:"+msg, "done")
-		case pregel.RunDrained:
+		case pregel.RunCancelled:
+			// Superseded by an interrupt: what it committed stays.
+			if r.Discarded || r.SupersededBy == "" {
+				t.Errorf("%s: cancelled run %s in the thread's lineage (discarded %v, superseded by %q)", st, r.ID, r.Discarded, r.SupersededBy)
+			}
 			want = append(want, msg, "re:"+msg)
 		default:
 			t.Errorf("%s: run %s in the thread's lineage is %s", st, r.ID, r.Status)
@@ -645,7 +654,7 @@ func testConcurrent(t *testing.T, e *tenv, st runs.Strategy, n int) {
 		switch {
 		case r.Status == pregel.RunCompleted:
 			ended++
-		case r.Status == pregel.RunDrained && st == runs.StrategyInterrupt && id == run0.ID:
+		case r.Status == pregel.RunCancelled && st == runs.StrategyInterrupt && id == run0.ID && !r.Discarded && r.SupersededBy != "":
 			ended++
 		case r.Status == pregel.RunCancelled && st == runs.StrategyRollback && r.Discarded:
 			ended++

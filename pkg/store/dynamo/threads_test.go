@@ -33,6 +33,18 @@ func TestThreadStrategies(t *testing.T) {
 	})
 }
 
+// TestThreadsLinearizable checks concurrent clients' histories on threads
+// against the sequential model of a thread (runstest.Linearizable);
+// SUPERSTEP_LINEARIZABLE_OPS=10000 makes it the long run.
+func TestThreadsLinearizable(t *testing.T) {
+	t.Parallel()
+	threads, clients, ops := runstest.LinearizableSize()
+	runstest.Linearizable(t, threads, clients, ops, func(t *testing.T) runstest.ThreadEnv {
+		s := newEnv(t).store()
+		return runstest.ThreadEnv{Runs: s, Threads: s, Checkpoints: s}
+	})
+}
+
 // TestThreadRunsDoNotExpire checks that a finished run on a thread gets no
 // expires_at: later runs of the thread start from its state.
 func TestThreadRunsDoNotExpire(t *testing.T) {

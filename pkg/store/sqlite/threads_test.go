@@ -27,6 +27,17 @@ func TestThreadStrategies(t *testing.T) {
 	})
 }
 
+// TestThreadsLinearizable checks concurrent clients' histories on threads
+// against the sequential model of a thread (runstest.Linearizable);
+// SUPERSTEP_LINEARIZABLE_OPS=10000 makes it the long run.
+func TestThreadsLinearizable(t *testing.T) {
+	threads, clients, ops := runstest.LinearizableSize()
+	runstest.Linearizable(t, threads, clients, ops, func(t *testing.T) runstest.ThreadEnv {
+		s := open(t, filepath.Join(t.TempDir(), "superstep.db"))
+		return runstest.ThreadEnv{Runs: s, Threads: s, Checkpoints: s}
+	})
+}
+
 // TestCommitFromStoresNoInheritedValue checks that runs continuing a thread
 // write only what their input changed: a large value written once by the
 // first run is read by the third, through the second, from the first run's
