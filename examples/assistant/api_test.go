@@ -201,7 +201,7 @@ func TestApprovalOverTheAPI(t *testing.T) {
 }
 
 // An answer that is no approval leaves the run waiting, asking again and
-// saying why; an edit with bad arguments is told to the model.
+// saying why; so does an edit whose arguments do not fit the tool's schema.
 func TestApprovalBadAnswers(t *testing.T) {
 	s := serve(t)
 	var run api.Run
@@ -222,12 +222,27 @@ func TestApprovalBadAnswers(t *testing.T) {
 	if again[0].ID != first[0].ID || !strings.Contains(again[0].Error, "number") || s.refunded() != 0 {
 		t.Fatalf("asked again %+v (first %+v), refunded %d", again[0], first[0], s.refunded())
 	}
+	// An edit whose arguments do not fit the tool's schema is refused at
+	// once, naming the field; the run still waits and nothing is refunded.
 	s.do("POST", "/v1/runs/"+run.RunID+"/resume", `{"resume": {"decision": "edit", "input": {"order_id": "A-1001", "cents": "ten"}}}`, http.StatusAccepted, nil)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if again = s.await(run.RunID, pregel.RunInterrupted).Interrupts; len(again) == 1 && strings.Contains(again[0].Error, `"cents"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run does not ask again after an edit with a mistyped argument: %+v", again)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if again[0].ID != first[0].ID || !strings.Contains(again[0].Error, "integer") || s.refunded() != 0 {
+		t.Fatalf("asked again %+v (first %+v), refunded %d", again[0], first[0], s.refunded())
+	}
+	s.do("POST", "/v1/runs/"+run.RunID+"/resume", `{"resume": {"decision": "reject", "message": "not today"}}`, http.StatusAccepted, nil)
 	d := s.await(run.RunID, pregel.RunCompleted)
 	if s.refunded() != 0 {
-		t.Errorf("refunded %d cents with invalid arguments", s.refunded())
+		t.Errorf("refunded %d cents after a rejection", s.refunded())
 	}
-	if !strings.Contains(string(d.Values[agent.MessagesChannel]), `tool \"refund\": invalid arguments`) {
-		t.Errorf("the model was not told the edited arguments are invalid: %s", d.Values[agent.MessagesChannel])
+	if !strings.Contains(string(d.Values[agent.MessagesChannel]), "not today") {
+		t.Errorf("the model was not told why the call was rejected: %s", d.Values[agent.MessagesChannel])
 	}
 }

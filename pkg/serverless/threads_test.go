@@ -352,15 +352,16 @@ func testThreadStrategy(t *testing.T, st runs.Strategy, n int, hostile bool) {
 	}
 	for i, id := range arrival {
 		r := status(id)
-		wantStatus := pregel.RunCompleted
-		if i == 0 && st == runs.StrategyInterrupt {
-			wantStatus = pregel.RunDrained
-		}
-		if i == 0 && st == runs.StrategyRollback {
+		// The first run of interrupt and rollback is superseded: it ends
+		// cancelled naming its successor, its steps kept in the thread
+		// (interrupt) or discarded (rollback).
+		wantStatus, superseded := pregel.RunCompleted, i == 0 && (st == runs.StrategyInterrupt || st == runs.StrategyRollback)
+		if superseded {
 			wantStatus = pregel.RunCancelled
 		}
-		if r.Status != wantStatus || (wantStatus == pregel.RunCancelled) != r.Discarded {
-			t.Errorf("%s: run %s (%d of the thread) is %s (discarded %v), want %s", st, id, i, r.Status, r.Discarded, wantStatus)
+		wantDiscarded := superseded && st == runs.StrategyRollback
+		if r.Status != wantStatus || r.Discarded != wantDiscarded || (r.SupersededBy != "") != superseded {
+			t.Errorf("%s: run %s (%d of the thread) is %s (discarded %v, superseded by %q), want %s (discarded %v)", st, id, i, r.Status, r.Discarded, r.SupersededBy, wantStatus, wantDiscarded)
 		}
 	}
 	if d := s.queueDepth(s.cfg.TickQueueURL) + s.queueDepth(s.cfg.NodeQueueURL); d != 0 {
