@@ -164,8 +164,16 @@ func TestTracingServerlessPaths(t *testing.T) {
     node approve step=3 status=completed
   end remote-fanout step=3 status=completed link>node approve
 `
-		if norm := sortNodes(got); norm != sortNodes(want) {
-			t.Errorf("span tree:\n%s\nwant:\n%s", got, want)
+		// The node pollers run beside the tick poller, as Lambda's do: when
+		// the three remote results are in before the dispatching tick ends
+		// (it runs "side" inline), that tick commits step 2 itself and the
+		// next tick follows it, not the last node result.
+		raced := strings.NewReplacer(
+			"superstep step=2 tasks=4 outcome=dispatched", "superstep step=2 tasks=4 outcome=committed",
+			"superstep step=3 tasks=1 outcome=dispatched link>node work", "superstep step=3 tasks=1 outcome=dispatched link>superstep",
+		).Replace(want)
+		if norm := sortNodes(got); norm != sortNodes(want) && norm != sortNodes(raced) {
+			t.Errorf("span tree:\n%s\nwant:\n%s\nor, when the results beat the dispatching tick:\n%s", got, want, raced)
 		}
 		// The resumed step links to the resume request (a server span,
 		// of a trace of its own).

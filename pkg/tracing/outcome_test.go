@@ -57,7 +57,34 @@ func agentGraph(t *testing.T) *pregel.Graph {
 }
 
 // failing, draining and cancelling graphs for the outcomes.
-func outcomeGraphs(t *testing.T, release chan struct{}) []*pregel.Graph {
+// gate holds the slow graph's node: entered receives when it starts,
+// release lets it finish.
+type gate struct{ entered, release chan struct{} }
+
+func newGate() gate { return gate{entered: make(chan struct{}, 8), release: make(chan struct{})} }
+
+// in waits until the slow node has started, so a drain or cancel lands
+// while it runs and not before its step began.
+func (g gate) in(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow node did not start within 10s")
+	}
+}
+
+// open lets the slow node finish.
+func (g gate) open(t *testing.T) {
+	t.Helper()
+	select {
+	case g.release <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow node did not wait for its release within 10s")
+	}
+}
+
+func outcomeGraphs(t *testing.T, gt *gate) []*pregel.Graph {
 	t.Helper()
 	type S struct {
 		N int `json:"n"`
@@ -67,8 +94,12 @@ func outcomeGraphs(t *testing.T, release chan struct{}) []*pregel.Graph {
 	fail.AddEdge(pregel.Start, "boom").AddEdge("boom", pregel.End)
 	slow := pregel.NewGraph[S]("slow")
 	slow.AddFunc("wait", func(ctx context.Context, s S) (S, error) {
+		if gt == nil {
+			return S{}, errors.New("no gate")
+		}
+		gt.entered <- struct{}{}
 		select {
-		case <-release:
+		case <-gt.release:
 		case <-ctx.Done():
 			return S{}, ctx.Err()
 		}
@@ -271,8 +302,8 @@ func TestRunOutcomes(t *testing.T) {
 	for _, kind := range []string{"memory", "sqlite"} {
 		t.Run(kind, func(t *testing.T) {
 			r := newRecorder()
-			release := make(chan struct{})
-			svc := service(t, r, kind, outcomeGraphs(t, release))
+			g := newGate()
+			svc := service(t, r, kind, outcomeGraphs(t, &g))
 			ctx := t.Context()
 
 			if _, _, err := svc.Create(ctx, "fails", runs.CreateRequest{RunID: "f-1"}); err != nil {
@@ -282,11 +313,11 @@ func TestRunOutcomes(t *testing.T) {
 			if _, _, err := svc.Create(ctx, "slow", runs.CreateRequest{RunID: "d-1"}); err != nil {
 				t.Fatal(err)
 			}
-			waitStatus(t, svc, "d-1", pregel.RunRunning)
+			g.in(t)
 			if _, err := svc.Drain(ctx, "d-1", "deploy v2"); err != nil {
 				t.Fatal(err)
 			}
-			release <- struct{}{}
+			g.open(t)
 			waitRun(t, svc, "d-1", pregel.RunDrained)
 			// A paused run cancelled: no execution ends it, the service does.
 			if _, err := svc.Cancel(ctx, "d-1"); err != nil {
@@ -295,7 +326,7 @@ func TestRunOutcomes(t *testing.T) {
 			if _, _, err := svc.Create(ctx, "slow", runs.CreateRequest{RunID: "c-1"}); err != nil {
 				t.Fatal(err)
 			}
-			waitStatus(t, svc, "c-1", pregel.RunRunning)
+			g.in(t)
 			if _, err := svc.Cancel(ctx, "c-1"); err != nil {
 				t.Fatal(err)
 			}
@@ -345,22 +376,4 @@ func rootOf(spans []sdktrace.ReadOnlySpan, s sdktrace.ReadOnlySpan) sdktrace.Rea
 		s = p
 	}
 	return s
-}
-
-func waitStatus(t *testing.T, svc *runs.Service, id string, want pregel.RunStatus) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := svc.Get(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s is %s, want %s", id, r.Status, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
