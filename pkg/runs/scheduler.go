@@ -432,6 +432,9 @@ func (s *Scheduler) Shutdown(ctx context.Context, grace time.Duration) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		// Runs still stopping past ctx: the streams that follow them end
+		// all the same, so their clients reconnect to the next server.
+		s.closeSubscriptions()
 		return fmt.Errorf("runs: shutdown: %w", ctx.Err())
 	case <-timer.C:
 		s.mu.Lock()
@@ -447,6 +450,7 @@ func (s *Scheduler) Shutdown(ctx context.Context, grace time.Duration) error {
 		select {
 		case <-done:
 		case <-ctx.Done():
+			s.closeSubscriptions()
 			return fmt.Errorf("runs: shutdown: %w", ctx.Err())
 		}
 	}

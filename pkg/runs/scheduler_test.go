@@ -609,6 +609,47 @@ func TestSchedulerShutdownStopsAfterGrace(t *testing.T) {
 	}
 }
 
+// A run whose node ignores every stop outlives Shutdown's context; those
+// following it are still told the server is going (their streams end and
+// they reconnect) rather than waiting on a watch that never closes.
+func TestSchedulerShutdownPastDeadlineEndsWatches(t *testing.T) {
+	hold := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	graph := loopGraph(t, "loop", 3, func(ctx context.Context, count int) error {
+		if count == 1 {
+			entered <- struct{}{}
+			<-hold // ignores ctx
+		}
+		return nil
+	})
+	e := newEnv(t, 8, graph)
+	r := e.create(t, "loop", `{"count":0}`)
+	<-entered
+	w := e.sched.WatchEvents(r.ID)
+	defer w.Stop()
+	defer close(hold)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := e.sched.Shutdown(ctx, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown past its deadline: %v, want deadline exceeded", err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-w.C:
+			if ok {
+				continue
+			}
+			if !errors.Is(w.Err(), runs.ErrWatchClosed) {
+				t.Fatalf("watch ended with %v, want %v", w.Err(), runs.ErrWatchClosed)
+			}
+			return
+		case <-timeout:
+			t.Fatal("the watch is still open 10s after Shutdown gave up")
+		}
+	}
+}
+
 func TestSchedulerManyRuns(t *testing.T) {
 	const n, concurrency = 200, 8
 	var running, peak atomic.Int32
