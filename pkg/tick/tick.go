@@ -435,11 +435,9 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		for id, r := range settledResults(pending) {
 			settled[id] = r
 		}
-		for _, task := range tasks {
-			if _, ok := settled[task.ID]; !ok {
-				h.annotate(ctx, 0, "dispatched")
-				return nil
-			}
+		if !g.StepSettled(tasks, settled) { // fan-out policies: fanout.go
+			h.annotate(ctx, 0, "dispatched")
+			return nil
 		}
 	}
 	// When the commit goes on to send the next step's remote tasks, that
@@ -462,10 +460,8 @@ func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		return h.advance(ctx, g, cp, nil)
 	}
 	settled := settledResults(pending)
-	for _, task := range tasks {
-		if _, ok := settled[task.ID]; !ok {
-			return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
-		}
+	if !g.StepSettled(tasks, settled) {
+		return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
 	}
 	return h.commit(ctx, g, cp, tasks, settled, true, nil, nil)
 }
@@ -938,6 +934,12 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return err
 	}
 	stored, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res)
+	if errors.Is(err, pregel.ErrStepConflict) && g.FanOutMinimum(*task) > 0 {
+		// The step committed while the task ran: its fan-out reached its
+		// minimum, and the step records this task cancelled.
+		log.DebugContext(ctx, "step committed while the task ran (its fan-out reached its minimum); result dropped")
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
@@ -984,11 +986,11 @@ func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		if !isSettled(stored) {
 			return nil // the step cannot commit before this task settles
 		}
-		n, err := c.CountSettled(ctx, cp.RunID, step)
+		n, early, err := h.countSettled(ctx, c, g, cp, tasks, stored)
 		if err != nil {
 			return err
 		}
-		if n < remoteTasks(g, tasks) {
+		if n < remoteTasks(g, tasks) && !early {
 			return nil
 		}
 	}
@@ -1044,10 +1046,8 @@ func remoteTasks(g *pregel.Graph, tasks []pregel.Task) int {
 // stops the run, opens no span (the run's end span links to it).
 func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) (err error) {
 	settled := settledResults(pending)
-	for _, t := range tasks {
-		if _, ok := settled[t.ID]; !ok {
-			return nil
-		}
+	if !g.StepSettled(tasks, settled) { // fan-out policies: fanout.go
+		return nil
 	}
 	if seen != nil {
 		var end func(error)
