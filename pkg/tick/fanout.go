@@ -2,6 +2,7 @@ package tick
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/superstep/superstep/pkg/pregel"
 )
@@ -57,4 +58,30 @@ func (h *Handler) countSettled(ctx context.Context, c SettleCounter, g *pregel.G
 	won := stored.Status == pregel.NodeCompleted
 	n, s, err := sc.CountSettledSucceeded(ctx, cp.RunID, step, won)
 	return n, won && s >= minimum, err
+}
+
+// TaskBatchSender is a Queue that sends many node tasks in few requests
+// (sqsqueue.Queue: SendMessageBatch, 10 a request). The handlers send a
+// step's node tasks through it when the Queue implements it.
+type TaskBatchSender interface {
+	SendTasks(ctx context.Context, ts []NodeTask) error
+}
+
+// sendTasks sends node tasks, in batches when the Queue can.
+func (h *Handler) sendTasks(ctx context.Context, ts []NodeTask) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	if b, ok := h.Queue.(TaskBatchSender); ok && len(ts) > 1 {
+		if err := b.SendTasks(ctx, ts); err != nil {
+			return fmt.Errorf("send %d node tasks: %w", len(ts), err)
+		}
+		return nil
+	}
+	for _, t := range ts {
+		if err := h.Queue.SendTask(ctx, t); err != nil {
+			return fmt.Errorf("send task %s: %w", t.TaskID, err)
+		}
+	}
+	return nil
 }

@@ -25,6 +25,19 @@ type fifoQueue struct {
 	mu   sync.Mutex
 	msgs []message
 	seen map[string]bool
+	// singles and batches count SendTask calls and SendTasks calls.
+	singles, batches int
+}
+
+// SendTasks implements tick.TaskBatchSender.
+func (q *fifoQueue) SendTasks(_ context.Context, ts []tick.NodeTask) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.batches++
+	for _, t := range ts {
+		q.msgs = append(q.msgs, message{task: &t})
+	}
+	return nil
 }
 
 func (q *fifoQueue) SendTick(_ context.Context, t tick.Tick) error {
@@ -41,6 +54,7 @@ func (q *fifoQueue) SendTick(_ context.Context, t tick.Tick) error {
 func (q *fifoQueue) SendTask(_ context.Context, t tick.NodeTask) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.singles++
 	q.msgs = append(q.msgs, message{task: &t})
 	return nil
 }
@@ -123,6 +137,9 @@ func runPolicyCase(t *testing.T, c fanouttest.Case, be backend) {
 		t.Fatal(err)
 	}
 	fanouttest.Check(t, c, r.Status, r.Counters, r.Error, hist, final)
+	if c.Items > 1 && c.Status == pregel.RunCompleted && (q.singles != 0 || q.batches != 1) {
+		t.Errorf("node tasks sent with %d SendTask and %d SendTasks calls; want the step's in one batch", q.singles, q.batches)
+	}
 	for i := range c.Items {
 		k := ex.Count(i)
 		switch {

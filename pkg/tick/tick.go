@@ -379,6 +379,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	}
 	settled := settledResults(pending)
 	var inline []pregel.Task
+	var sends []NodeTask
 	remote := 0
 	for _, task := range tasks {
 		if _, ok := settled[task.ID]; ok {
@@ -386,12 +387,13 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		}
 		if info, _ := g.Node(task.Node()); info.IsRemote() {
 			remote++
-			if err := h.Queue.SendTask(ctx, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID}); err != nil {
-				return fmt.Errorf("send task %s: %w", task.ID, err)
-			}
+			sends = append(sends, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID})
 			continue
 		}
 		inline = append(inline, task)
+	}
+	if err := h.sendTasks(ctx, sends); err != nil { // in batches: fanout.go
+		return err
 	}
 	if len(inline) > 0 {
 		resume := map[string]map[string]json.RawMessage{}
@@ -715,11 +717,11 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		ctx = h.openTick(ctx)
 		h.annotate(ctx, len(tasks), "dispatched")
 		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
-		for _, t := range tasks {
-			if err := h.Queue.SendTask(ctx, NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}); err != nil {
-				return fmt.Errorf("send task %s: %w", t.ID, err)
-			}
+		sends := make([]NodeTask, len(tasks))
+		for i, t := range tasks {
+			sends[i] = NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}
 		}
+		return h.sendTasks(ctx, sends) // in batches: fanout.go
 	case next:
 		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
 	}
