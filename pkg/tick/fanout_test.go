@@ -137,8 +137,8 @@ func runPolicyCase(t *testing.T, c fanouttest.Case, be backend) {
 		t.Fatal(err)
 	}
 	fanouttest.Check(t, c, r.Status, r.Counters, r.Error, hist, final)
-	if c.Items > 1 && c.Status == pregel.RunCompleted && (q.singles != 0 || q.batches != 1) {
-		t.Errorf("node tasks sent with %d SendTask and %d SendTasks calls; want the step's in one batch", q.singles, q.batches)
+	if c.Items > 1 && c.Status == pregel.RunCompleted && (q.singles != 0 || q.batches == 0) {
+		t.Errorf("node tasks sent with %d SendTask and %d SendTasks calls; want them in batches (a duplicate tick sends them again)", q.singles, q.batches)
 	}
 	for i := range c.Items {
 		k := ex.Count(i)
