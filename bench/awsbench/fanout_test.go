@@ -93,6 +93,8 @@ type stamps struct {
 	mu      sync.Mutex
 	records []time.Time
 	commits map[string]time.Time
+	// commitCount counts the successful commits of each step item.
+	commitCount map[string]int
 	// parts meters the writes per partition key value (partition_test.go).
 	parts *partitionMeter
 }
@@ -111,6 +113,7 @@ func (s *stamps) Install(stack *middleware.Stack) error {
 		case *dynamodb.PutItemInput:
 			if sk, ok := p.Item["sk"].(*types.AttributeValueMemberS); ok && err == nil && strings.HasPrefix(sk.Value, "STEP#") {
 				s.commits[sk.Value] = now
+				s.commitCount[sk.Value]++
 			}
 		}
 		return out, md, err
@@ -129,7 +132,7 @@ func (d *deployment) fanOutRun(tb testing.TB, name string, n, dupEvery int, st *
 	before := d.snapshot()
 	d.fan.reset()
 	st.mu.Lock()
-	st.records, st.commits = nil, map[string]time.Time{}
+	st.records, st.commits, st.commitCount = nil, map[string]time.Time{}, map[string]int{}
 	st.mu.Unlock()
 	st.parts.reset()
 	api := d.app(tb, "api")
@@ -191,6 +194,9 @@ func (d *deployment) fanOutRun(tb testing.TB, name string, n, dupEvery int, st *
 	if !ok {
 		tb.Fatal("no commit of step 2 seen")
 	}
+	if k := st.commitCount["STEP#0000000002"]; k != 1 {
+		tb.Fatalf("step 2 committed %d times, want once", k)
+	}
 	var last time.Time
 	for _, t := range st.records {
 		if t.Before(commit) && t.After(last) {
@@ -215,7 +221,7 @@ func (d *deployment) deliverTimes(tb testing.TB, url string, dup bool) {
 // meter installed.
 func fanDeploy(tb testing.TB) (*deployment, *stamps) {
 	d := deploy(tb, true)
-	st := &stamps{commits: map[string]time.Time{}, parts: &partitionMeter{}}
+	st := &stamps{commits: map[string]time.Time{}, commitCount: map[string]int{}, parts: &partitionMeter{}}
 	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, st.Install, st.parts.Install)
 	return d, st
 }
