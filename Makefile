@@ -3,7 +3,7 @@ GO        ?= go
 PKGS      := ./...
 BENCHTIME ?= 1s
 
-.PHONY: run test lint bench bench-fanout build fmt vet staticcheck fuzz
+.PHONY: run test lint bench bench-fanout bench-fanout10k build fmt vet staticcheck fuzz
 
 ## run: run the example graph end to end on this machine (no cloud account needed)
 run:
@@ -49,6 +49,10 @@ bench:
 ## bench-fanout: one step of 1,000 remote tasks on moto (about 20 minutes here)
 bench-fanout:
 	$(GO) test -run '^$$' -bench 'AWSFanOut1000' -benchtime 1x -timeout 60m ./bench/awsbench/
+
+## bench-fanout10k: one step of 10,000 remote tasks on moto (hours here)
+bench-fanout10k:
+	$(GO) test -run '^$$' -bench 'AWSFanOut1000' -benchtime 1x -timeout 600m ./bench/awsbench/ -args -fanout 10000
 
 ## build: build every binary
 build:

@@ -599,6 +599,11 @@ func (q *queueMeter) handle(ctx context.Context, in middleware.InitializeInput, 
 	switch p := in.Parameters.(type) {
 	case *sqs.SendMessageInput:
 		op, url, payload = "SendMessage", aws.ToString(p.QueueUrl), len(aws.ToString(p.MessageBody))
+	case *sqs.SendMessageBatchInput:
+		op, url = "SendMessageBatch", aws.ToString(p.QueueUrl)
+		for _, e := range p.Entries {
+			payload += len(aws.ToString(e.MessageBody))
+		}
 	case *sqs.ReceiveMessageInput:
 		op, url = "ReceiveMessage", aws.ToString(p.QueueUrl)
 	case *sqs.DeleteMessageInput:
@@ -625,6 +630,11 @@ func (q *queueMeter) handle(ctx context.Context, in middleware.InitializeInput, 
 	q.counts["qB."+kind+"."+op] += float64(payload)
 	if op == "SendMessage" && err == nil {
 		q.sent = append(q.sent, url)
+	}
+	if b, ok := out.Result.(*sqs.SendMessageBatchOutput); ok && err == nil {
+		for range b.Successful {
+			q.sent = append(q.sent, url)
+		}
 	}
 	return out, md, err
 }

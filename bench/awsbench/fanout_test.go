@@ -93,6 +93,10 @@ type stamps struct {
 	mu      sync.Mutex
 	records []time.Time
 	commits map[string]time.Time
+	// commitCount counts the successful commits of each step item.
+	commitCount map[string]int
+	// parts meters the writes per partition key value (partition_test.go).
+	parts *partitionMeter
 }
 
 func (s *stamps) Install(stack *middleware.Stack) error {
@@ -109,6 +113,7 @@ func (s *stamps) Install(stack *middleware.Stack) error {
 		case *dynamodb.PutItemInput:
 			if sk, ok := p.Item["sk"].(*types.AttributeValueMemberS); ok && err == nil && strings.HasPrefix(sk.Value, "STEP#") {
 				s.commits[sk.Value] = now
+				s.commitCount[sk.Value]++
 			}
 		}
 		return out, md, err
@@ -127,8 +132,9 @@ func (d *deployment) fanOutRun(tb testing.TB, name string, n, dupEvery int, st *
 	before := d.snapshot()
 	d.fan.reset()
 	st.mu.Lock()
-	st.records, st.commits = nil, map[string]time.Time{}
+	st.records, st.commits, st.commitCount = nil, map[string]time.Time{}, map[string]int{}
 	st.mu.Unlock()
+	st.parts.reset()
 	api := d.app(tb, "api")
 	d.invoke(tb, "api", func() error {
 		_, _, err := api.Service.Create(ctx, fanGraph, runs.CreateRequest{RunID: id, Input: json.RawMessage(fmt.Sprintf(`{"n": %d}`, n))})
@@ -188,6 +194,9 @@ func (d *deployment) fanOutRun(tb testing.TB, name string, n, dupEvery int, st *
 	if !ok {
 		tb.Fatal("no commit of step 2 seen")
 	}
+	if k := st.commitCount["STEP#0000000002"]; k != 1 {
+		tb.Fatalf("step 2 committed %d times, want once", k)
+	}
 	var last time.Time
 	for _, t := range st.records {
 		if t.Before(commit) && t.After(last) {
@@ -208,11 +217,12 @@ func (d *deployment) deliverTimes(tb testing.TB, url string, dup bool) {
 	d.deliverN(tb, url, times)
 }
 
-// fanDeploy is a warm deployment with the commit timer installed.
+// fanDeploy is a warm deployment with the commit timer and the partition
+// meter installed.
 func fanDeploy(tb testing.TB) (*deployment, *stamps) {
 	d := deploy(tb, true)
-	st := &stamps{commits: map[string]time.Time{}}
-	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, st.Install)
+	st := &stamps{commits: map[string]time.Time{}, commitCount: map[string]int{}, parts: &partitionMeter{}}
+	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, st.Install, st.parts.Install)
 	return d, st
 }
 
@@ -230,6 +240,14 @@ func TestFanOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(fanSummary(used, n, lag))
+	peak, pk, throttled := st.parts.peak()
+	t.Logf("peak: %d writes in one second to partition key value %s; %d throttled attempts", peak, pk, throttled)
+	if peak == 0 {
+		t.Error("the partition meter saw no write")
+	}
+	if got := used["q.std.SendMessage"]; got > float64(n)/2 {
+		t.Errorf("%v single SendMessage requests for %d node tasks; want them sent in batches of 10", got, n)
+	}
 }
 
 // fanOutTasks is the width of BenchmarkAWSFanOut1000's step
@@ -255,6 +273,10 @@ func BenchmarkAWSFanOut1000(b *testing.B) {
 		b.Fatal(err)
 	}
 	per := used.scale(1 / float64(runs*n))
+	peak, pk, throttled := st.parts.peak() // of the last run
+	b.ReportMetric(float64(peak), "peak-writes/s/pk")
+	b.ReportMetric(float64(throttled), "throttled-retries")
+	b.Logf("peak: %d writes in one second to partition key value %s (each at least 1 WRU; DynamoDB serves 1,000 WRU/s per value); %d throttled attempts retried", peak, pk, throttled)
 	b.ReportMetric(per.sum("ddb.req."), "ddb-req/task")
 	b.ReportMetric(per.sum("sqs.req."), "sqs-req/task")
 	b.ReportMetric(per.sum("rru."), "RRU/task")

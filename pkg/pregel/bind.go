@@ -50,6 +50,16 @@ func (b *Builder[S]) bind(g *Graph) {
 				if err != nil {
 					return nil, fmt.Errorf("fan-out from %q: %w", from, err)
 				}
+				fan := ""
+				if p := g.fanPolicies[fanKey(f.from, f.to)]; p != nil {
+					if p.min > len(items) {
+						return nil, fanItemsError(p, len(items))
+					}
+					fan = "start"
+					if tc := taskFrom(ctx); tc != nil {
+						fan = tc.info.TaskID
+					}
+				}
 				if len(items) == 0 && !f.emptyEnds {
 					out = append(out, Trigger{Node: f.to, From: []string{from}, Send: true, Skip: "fan-out from " + from + " produced no items"})
 				}
@@ -58,7 +68,7 @@ func (b *Builder[S]) bind(g *Graph) {
 					if err != nil {
 						return nil, fmt.Errorf("fan-out from %q: encode item %d: %w", from, i, err)
 					}
-					out = append(out, Trigger{Node: f.to, From: []string{from}, Send: true, Arg: raw})
+					out = append(out, Trigger{Node: f.to, From: []string{from}, Send: true, Arg: raw, Fan: fan})
 				}
 			}
 			return out, nil

@@ -92,6 +92,11 @@ type Trigger struct {
 	// running the node: a fan-out with no items plans one such task, so
 	// that joins and edges after its target still fire.
 	Skip string `json:"skip,omitempty"`
+	// Fan names the fan-out a Send belongs to when the fan-out has a
+	// completion policy: the id of the source task that planned it
+	// ("start" for a fan-out from Start). The tasks of one step with the
+	// same Fan and Node are the fan-out's items (see fanpolicy.go).
+	Fan string `json:"fan,omitempty"`
 }
 
 // Failure describes a node that failed after its retries; error handler

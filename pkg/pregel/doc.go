@@ -18,8 +18,13 @@
 //
 // Edges: AddEdge (static), AddJoin (wait for several predecessors),
 // AddConditionalEdges (a router picks the next nodes), AddFanOut (one task
-// per item, map/reduce), loops (edges back, bounded by MaxSteps), Subgraph
-// (a compiled graph as a node) and OnError (route a failure to a handler).
+// per item, map/reduce; AddFanOutOver for fixed items), loops (edges back,
+// bounded by MaxSteps), Subgraph (a compiled graph as a node) and OnError
+// (route a failure to a handler). A fan-out may have a completion policy:
+// [ToleratedFailures] or [ToleratedFailurePercent] let items fail without
+// failing the run, [MinSuccesses] completes it once enough items succeeded
+// (the rest are cancelled), and [FanOutOutcomes] gives the join one
+// [ItemOutcome] per item; see fanpolicy.go.
 //
 // [Builder.Compile] checks the graph: unknown or duplicate nodes, nodes
 // unreachable from Start or unable to reach End, and channels without a

@@ -157,6 +157,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 	}
 	ordered := make([]*TaskResult, len(tasks))
 	var interrupts []InterruptInfo
+	fan := g.settleFanOuts(tasks, byID) // completion policies (fanpolicy.go)
 	for i, t := range tasks {
 		r := byID[t.ID]
 		if r == nil {
@@ -165,8 +166,15 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		ordered[i] = r
 		switch r.Status {
 		case NodeFailed:
+			if fan != nil && fan.tolerated[i] {
+				break
+			}
 			if n := g.nodes[g.resolve(t.Node())]; n == nil || n.onError == "" {
-				return failed(cp, tasks, byID, i, &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: r.Error}), nil
+				msg := r.Error
+				if fan != nil && fan.over[i] != "" {
+					msg += " (" + fan.over[i] + ")"
+				}
+				return failed(cp, tasks, byID, i, &NodeError{Node: t.Node(), TaskID: t.ID, Step: t.Step, Attempts: r.Attempts, Message: msg}), nil
 			}
 		case NodeInterrupted:
 			interrupts = append(interrupts, r.Interrupts...)
@@ -203,6 +211,9 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		case NodeCancelled:
 			continue
 		case NodeFailed: // routed to its handler (checked above)
+			if fan != nil && fan.tolerated[i] {
+				break // tolerated: what follows fires, as after a skip
+			}
 			frontier.add(Trigger{Node: g.nodes[from].onError, From: []string{from}, Failure: &Failure{Node: from, Attempts: r.Attempts, Error: r.Error}})
 			continue
 		}
@@ -262,6 +273,11 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 				frontier.edge(j.To, next.Barriers[key]...)
 				delete(next.Barriers, key)
 			}
+		}
+	}
+	if fan != nil {
+		if err := g.writeOutcomes(cp, next, fan, tasks, ordered, written, &copied, &unloadedCopied); err != nil {
+			return failed(cp, tasks, byID, -1, err), nil
 		}
 	}
 	if barriersCopied && len(next.Barriers) == 0 {

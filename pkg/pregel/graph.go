@@ -66,6 +66,12 @@ type builderFanOut[S any] struct {
 	// emptyEnds: no items plan no task (the branch ends), rather than
 	// one skipped task of to.
 	emptyEnds bool
+	// opts holds the options given, the completion policy among them
+	// (fanpolicy.go).
+	opts fanOutOptions
+	// static holds the items of a fan-out over fixed items
+	// (AddFanOutOver); nil otherwise.
+	static []any
 }
 
 type join struct {
@@ -215,15 +221,42 @@ func (b *Builder[S]) AddFanOut(from, to string, fn func(ctx context.Context, sta
 	for _, opt := range opts {
 		opt(&o)
 	}
-	f.emptyEnds = o.emptyEnds
+	f.emptyEnds, f.opts = o.emptyEnds, o
 	b.fanouts = append(b.fanouts, f)
 	return b
 }
 
-// FanOutOption configures AddFanOut.
+// AddFanOutOver is AddFanOut over fixed items: one task of to per item,
+// every run. Compile checks the options against the number of items (a
+// MinSuccesses larger than it is refused).
+func (b *Builder[S]) AddFanOutOver(from, to string, items []any, opts ...FanOutOption) *Builder[S] {
+	fixed := slices.Clone(items)
+	if fixed == nil {
+		fixed = []any{}
+	}
+	b.AddFanOut(from, to, func(context.Context, S) ([]any, error) { return fixed, nil }, opts...)
+	if n := len(b.fanouts); n > 0 && b.fanouts[n-1].from == from && b.fanouts[n-1].to == to {
+		b.fanouts[n-1].static = fixed
+	}
+	return b
+}
+
+// FanOutOption configures AddFanOut: EmptyFanOutEnds, and the completion
+// policies ToleratedFailures, ToleratedFailurePercent, MinSuccesses and
+// FanOutOutcomes (see fanpolicy.go).
 type FanOutOption func(*fanOutOptions)
 
-type fanOutOptions struct{ emptyEnds bool }
+type fanOutOptions struct {
+	emptyEnds bool
+	// Completion policy (fanpolicy.go).
+	tolerate    int
+	tolerateSet bool
+	tolPct      float64
+	tolPctSet   bool
+	min         int
+	minSet      bool
+	outcomes    string
+}
 
 // EmptyFanOutEnds makes a fan-out that has no items plan nothing: the
 // branch ends at its source, as at an edge to End, instead of running a
@@ -357,6 +390,16 @@ func (b *Builder[S]) Compile(opts ...CompileOption) (*Graph, error) {
 		g.routes[f.from] = append(g.routes[f.from], displayRoute{"fan-out", f.to})
 		if f.emptyEnds {
 			g.routes[f.from] = append(g.routes[f.from], displayRoute{"route", End})
+		}
+		if p := f.policy(); p != nil {
+			errs = append(errs, p.check(g.lastValue)...)
+			if g.fanPolicies == nil {
+				g.fanPolicies = map[string]*fanPolicy{}
+			}
+			if _, dup := g.fanPolicies[fanKey(f.from, f.to)]; dup {
+				errs = append(errs, fmt.Errorf("%s: two fan-outs from %q to %q with completion policies; give one fan-out the policy", ctx, f.from, f.to))
+			}
+			g.fanPolicies[fanKey(f.from, f.to)] = p
 		}
 	}
 	errs = append(errs, g.decl.check(g)...)
@@ -585,6 +628,9 @@ type Graph struct {
 	checkInput  func(values map[string]json.RawMessage) error
 	encodeInput func(input any) (json.RawMessage, bool, error)
 	routes      map[string][]displayRoute // routers and fan-outs, for display
+	// fanPolicies holds the completion policies of fan-outs, by
+	// fanKey(from, to) (fanpolicy.go); nil when none has one.
+	fanPolicies map[string]*fanPolicy
 
 	// Versions (version.go).
 	version        string

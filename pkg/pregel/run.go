@@ -441,10 +441,17 @@ func (g *Graph) runStep(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 		results[0], err = g.runTask(ctx, cfg, em, cp, tasks[0], resume[tasks[0].ID], record)
 		return results, err
 	}
+	fan := g.newFanTracker(ctx, tasks) // completion policies (fanrun.go)
+	if fan != nil {
+		defer fan.stop()
+	}
 	todo := make([]int, 0, len(tasks))
 	for i, t := range tasks {
 		if r, ok := recorded[t.ID]; ok {
 			results[i] = r
+			if fan != nil {
+				fan.add(i, r)
+			}
 			continue
 		}
 		todo = append(todo, i)
@@ -466,7 +473,22 @@ func (g *Graph) runStep(ctx context.Context, cfg *runConfig, em *emitter, cp *Ch
 				}
 				i := todo[k]
 				var err error
-				results[i], err = g.runTask(ctx, cfg, em, cp, tasks[i], resume[tasks[i].ID], record)
+				if fan == nil {
+					results[i], err = g.runTask(ctx, cfg, em, cp, tasks[i], resume[tasks[i].ID], record)
+				} else if fan.cut(i) == "" {
+					// A task of a fan-out with a policy: not started once
+					// the fan-out is decided; Apply cancels it then.
+					results[i], err = g.runTask(fan.ctx(i, ctx), cfg, em, cp, tasks[i], resume[tasks[i].ID], record)
+					if reason := fan.cut(i); reason != "" && ctx.Err() == nil && (results[i].Status == NodeCancelled || !results[i].Final()) {
+						if em.fn != nil {
+							t := tasks[i]
+							em.emit(Event{Type: EventNodeFinished, Step: t.Step, Node: t.Node(), TaskID: t.ID, Status: NodeCancelled, Reason: reason})
+						}
+						results[i] = TaskResult{}
+					} else {
+						fan.add(i, results[i])
+					}
+				}
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {

@@ -379,6 +379,7 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	}
 	settled := settledResults(pending)
 	var inline []pregel.Task
+	var sends []NodeTask
 	remote := 0
 	for _, task := range tasks {
 		if _, ok := settled[task.ID]; ok {
@@ -386,12 +387,13 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		}
 		if info, _ := g.Node(task.Node()); info.IsRemote() {
 			remote++
-			if err := h.Queue.SendTask(ctx, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID}); err != nil {
-				return fmt.Errorf("send task %s: %w", task.ID, err)
-			}
+			sends = append(sends, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID})
 			continue
 		}
 		inline = append(inline, task)
+	}
+	if err := h.sendTasks(ctx, sends); err != nil { // in batches: fanout.go
+		return err
 	}
 	if len(inline) > 0 {
 		resume := map[string]map[string]json.RawMessage{}
@@ -435,11 +437,9 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		for id, r := range settledResults(pending) {
 			settled[id] = r
 		}
-		for _, task := range tasks {
-			if _, ok := settled[task.ID]; !ok {
-				h.annotate(ctx, 0, "dispatched")
-				return nil
-			}
+		if !g.StepSettled(tasks, settled) { // fan-out policies: fanout.go
+			h.annotate(ctx, 0, "dispatched")
+			return nil
 		}
 	}
 	// When the commit goes on to send the next step's remote tasks, that
@@ -462,10 +462,8 @@ func (h *Handler) cancel(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		return h.advance(ctx, g, cp, nil)
 	}
 	settled := settledResults(pending)
-	for _, task := range tasks {
-		if _, ok := settled[task.ID]; !ok {
-			return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
-		}
+	if !g.StepSettled(tasks, settled) {
+		return h.finish(ctx, cp, cp.RunID, pregel.RunCancelled, nil, "", "")
 	}
 	return h.commit(ctx, g, cp, tasks, settled, true, nil, nil)
 }
@@ -719,11 +717,11 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		ctx = h.openTick(ctx)
 		h.annotate(ctx, len(tasks), "dispatched")
 		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
-		for _, t := range tasks {
-			if err := h.Queue.SendTask(ctx, NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}); err != nil {
-				return fmt.Errorf("send task %s: %w", t.ID, err)
-			}
+		sends := make([]NodeTask, len(tasks))
+		for i, t := range tasks {
+			sends[i] = NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}
 		}
+		return h.sendTasks(ctx, sends) // in batches: fanout.go
 	case next:
 		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
 	}
@@ -938,6 +936,12 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return err
 	}
 	stored, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res)
+	if errors.Is(err, pregel.ErrStepConflict) && g.FanOutMinimum(*task) > 0 {
+		// The step committed while the task ran: its fan-out reached its
+		// minimum, and the step records this task cancelled.
+		log.DebugContext(ctx, "step committed while the task ran (its fan-out reached its minimum); result dropped")
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
@@ -984,11 +988,11 @@ func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		if !isSettled(stored) {
 			return nil // the step cannot commit before this task settles
 		}
-		n, err := c.CountSettled(ctx, cp.RunID, step)
+		n, early, err := h.countSettled(ctx, c, g, cp, tasks, stored)
 		if err != nil {
 			return err
 		}
-		if n < remoteTasks(g, tasks) {
+		if n < remoteTasks(g, tasks) && !early {
 			return nil
 		}
 	}
@@ -1044,10 +1048,8 @@ func remoteTasks(g *pregel.Graph, tasks []pregel.Task) int {
 // stops the run, opens no span (the run's end span links to it).
 func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) (err error) {
 	settled := settledResults(pending)
-	for _, t := range tasks {
-		if _, ok := settled[t.ID]; !ok {
-			return nil
-		}
+	if !g.StepSettled(tasks, settled) { // fan-out policies: fanout.go
+		return nil
 	}
 	if seen != nil {
 		var end func(error)

@@ -14,8 +14,12 @@ import (
 // PendingTasks reads it.
 const skSettled = "SETTLED#"
 
-// attrCount is the counter of a SETTLED# item.
-const attrCount = "n"
+// attrCount is the counter of a SETTLED# item; attrSucceeded counts the
+// successes among the results it counts (CountSettledSucceeded).
+const (
+	attrCount     = "n"
+	attrSucceeded = "s"
+)
 
 // counterNote is the key under which a Store notes, among the task results
 // of a step (taskNote), that it counted results of the step: its commit
@@ -58,6 +62,39 @@ func (s *Store) CountSettled(ctx context.Context, runID string, step int) (int, 
 	}
 	s.noteTasks(runID, step, map[string]*blobRef{counterNote: nil})
 	return int(n), nil
+}
+
+// CountSettledSucceeded is CountSettled that also adds one to the step's
+// count of successes when success is set, in the same UpdateItem (1 WRU),
+// and returns both counts. It implements tick.SuccessCounter, for the
+// fan-outs with a minimum of successes (pregel.MinSuccesses): the node
+// handler whose count of successes reaches the minimum reads the results.
+func (s *Store) CountSettledSucceeded(ctx context.Context, runID string, step int, success bool) (int, int, error) {
+	if !success {
+		n, err := s.CountSettled(ctx, runID, step)
+		return n, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       key(runPK(runID), settledSK(step)),
+		UpdateExpression:          aws.String("ADD #n :one, #s :one"),
+		ExpressionAttributeNames:  map[string]string{"#n": attrCount, "#s": attrSucceeded},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(1)},
+		ReturnValues:              types.ReturnValueUpdatedNew,
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("dynamo: count settled results of run %q step %d: %w", runID, step, err)
+	}
+	n, ok := getN(out.Attributes, attrCount)
+	won, ok2 := getN(out.Attributes, attrSucceeded)
+	if !ok || !ok2 {
+		return 0, 0, fmt.Errorf("dynamo: count settled results of run %q step %d: no count returned", runID, step)
+	}
+	s.noteTasks(runID, step, map[string]*blobRef{counterNote: nil})
+	return int(n), int(won), nil
 }
 
 // noteKeys returns the keys of the items a task note names: the task

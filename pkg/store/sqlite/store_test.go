@@ -16,6 +16,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/pregel/checkpointtest"
+	"github.com/superstep/superstep/pkg/pregel/fanouttest"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
 )
@@ -473,4 +474,12 @@ func TestCommitWaitsForWriteLock(t *testing.T) {
 
 func (a *alternate) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs.StepRef) error {
 	return a.next().(*sqlite.Store).CommitFrom(ctx, cp, base)
+}
+
+// TestFanOutPolicies runs the fan-out completion policies on the embedded
+// engine over SQLite.
+func TestFanOutPolicies(t *testing.T) {
+	fanouttest.Run(t, func(t *testing.T) pregel.Checkpointer {
+		return open(t, filepath.Join(t.TempDir(), "superstep.db"))
+	})
 }
