@@ -32,7 +32,7 @@ type Record struct {
 // callers a generic message instead.
 type Backend interface {
 	// Put stores r, replacing the record of the same SortKey; a replaced
-	// record keeps its CreatedAt. Of concurrent Puts to one key, the one
+	// record keeps its CreatedAt unless it had expired by r.UpdatedAt. Of concurrent Puts to one key, the one
 	// stored last wins.
 	Put(ctx context.Context, r Record) error
 	// Get returns the record of sortKey, or an error wrapping

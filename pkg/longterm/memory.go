@@ -30,7 +30,9 @@ func (m *Memory) Put(_ context.Context, r Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.recs[r.SortKey]; ok {
-		r.CreatedAt = old.CreatedAt
+		if old.ExpiresAt.IsZero() || old.ExpiresAt.After(r.UpdatedAt) {
+			r.CreatedAt = old.CreatedAt // replaced; an expired item is new
+		}
 	} else {
 		i, _ := slices.BinarySearch(m.keys, r.SortKey)
 		m.keys = slices.Insert(m.keys, i, r.SortKey)
