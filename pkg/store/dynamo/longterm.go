@@ -39,7 +39,9 @@ const (
 
 // LongTerm returns the long-term store backend (pkg/longterm) on the
 // Store's table: wrap it with longterm.New.
-func (s *Store) LongTerm() longterm.Backend { return &longTermBackend{s: s, roots: newLRU[string, bool](maxNotes)} }
+func (s *Store) LongTerm() longterm.Backend {
+	return &longTermBackend{s: s, roots: newLRU[string, bool](maxNotes)}
+}
 
 type longTermBackend struct {
 	s     *Store
