@@ -17,3 +17,21 @@ func From(ctx context.Context) (*Store, bool) {
 	s, ok := ctx.Value(storeKey{}).(*Store)
 	return s, ok && s != nil
 }
+
+// ScopeFunc returns the values a namespace template's placeholders take in
+// the run of ctx: the runtimes give thread_id, run_id and the string
+// fields of the thread's metadata (see pkg/agent/memorytools.ThreadScope).
+type ScopeFunc func(ctx context.Context) (map[string]string, error)
+
+type scopeKey struct{}
+
+// WithScope returns a context carrying fn, for [Expand].
+func WithScope(ctx context.Context, fn ScopeFunc) context.Context {
+	return context.WithValue(ctx, scopeKey{}, fn)
+}
+
+// ScopeFrom returns the ScopeFunc of ctx, if the runtime set one.
+func ScopeFrom(ctx context.Context) (ScopeFunc, bool) {
+	fn, ok := ctx.Value(scopeKey{}).(ScopeFunc)
+	return fn, ok && fn != nil
+}
