@@ -26,6 +26,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
@@ -63,6 +64,9 @@ type Config struct {
 	// Heartbeat is how often an idle stream writes a comment line
 	// (default DefaultHeartbeat).
 	Heartbeat time.Duration
+	// LongTerm, when set, is served at /v1/store (pkg/longterm): items,
+	// search and namespaces, behind the same auth as the rest.
+	LongTerm *longterm.Store
 }
 
 // Handler serves the HTTP API. Create it with [New]; it is safe for
@@ -81,6 +85,8 @@ type Handler struct {
 	events    runs.EventReader
 	heartbeat time.Duration
 	poll      time.Duration
+	// lt is the long-term store of /v1/store (store.go), if any.
+	lt *longterm.Store
 }
 
 // New returns the API handler for cfg. It panics if cfg.Service is nil.
@@ -108,6 +114,7 @@ func New(cfg Config) *Handler {
 		h.tokenHash = sha256.Sum256([]byte(cfg.Token))
 	}
 	h.events, h.heartbeat = cfg.Events, cfg.Heartbeat
+	h.lt = cfg.LongTerm
 	if h.events == nil {
 		h.events, _ = cfg.Service.Dispatcher.(runs.EventReader)
 	}
@@ -171,6 +178,7 @@ func (h *Handler) routes() {
 		{"POST", "/v1/runs/{run_id}/resume", h.resumeRun},
 	}
 	table = append(table, h.threadRoutes()...)
+	table = append(table, h.storeRoutes()...)
 	for _, rt := range table {
 		h.mux.Handle(rt.method+" "+rt.path, h.wrap(rt.fn))
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/inspector"
+	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -64,7 +65,7 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 		_ = sched.Shutdown(context.Background(), 0)
 		cancel()
 	})
-	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Token: token, Logger: logger})))
+	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Token: token, Logger: logger, LongTerm: longterm.New(longterm.NewMemory())})))
 	t.Cleanup(srv.Close)
 	return srv, svc
 }
@@ -546,4 +547,7 @@ func TestInspectorInBrowser(t *testing.T) {
 	b.run("open an unknown run", chromedp.Navigate(srv.URL+"/#/runs/no-such-run"))
 	b.expectError(`run "no-such-run" does not exist`)
 	b.shot("15-unknown-run")
+
+	// The long-term store's page.
+	checkStorePage(t, b, srv)
 }

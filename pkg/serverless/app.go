@@ -55,6 +55,7 @@ import (
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/jwtauth"
+	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/mcpserver"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/sqsqueue"
@@ -289,6 +290,11 @@ type Options struct {
 	// MaxBodyBytes bounds HTTP request bodies (default
 	// api.DefaultMaxBodyBytes).
 	MaxBodyBytes int64
+	// LongTerm configures the long-term store (pkg/longterm) the app
+	// keeps in its table: longterm.WithEmbedder for semantic search,
+	// say. It is served at /v1/store and reached by nodes through their
+	// context (longterm.From).
+	LongTerm []longterm.Option
 	// Middleware, when set, wraps the HTTP API (ServeHTTP and the API
 	// Gateway requests of HandleAPI), e.g. to log requests.
 	Middleware func(http.Handler) http.Handler
@@ -326,6 +332,8 @@ type App struct {
 	API *api.Handler
 	// Store keeps runs, checkpoints and claims in the table.
 	Store *dynamo.Store
+	// LongTerm is the long-term store, in the table too.
+	LongTerm *longterm.Store
 	// Queue sends ticks and node tasks.
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
@@ -404,7 +412,10 @@ func New(o Options) (*App, error) {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
 	// Streams read the runs' events from the table.
-	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events})
+	// The long-term store shares the table (pkg/store/dynamo's
+	// longterm.go): no other resource, role or permission.
+	lt := longterm.New(store.LongTerm(), o.LongTerm...)
+	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events, LongTerm: lt})
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream: behind it, the cards say streaming is off, or, with a
 	// stream function, point at its URL; a blocking send follows the run
@@ -463,17 +474,18 @@ func New(o Options) (*App, error) {
 		handler = o.Middleware(handler)
 	}
 	return &App{
-		handler: handler,
-		Config:  o.Config,
-		Logger:  log,
-		Service: svc,
-		Ticks:   ticks,
-		API:     httpAPI,
-		Store:   store,
-		Queue:   queue,
-		SQS:     sqsClient,
-		Agents:  agents,
-		Tracer:  o.Tracer,
+		handler:  handler,
+		Config:   o.Config,
+		Logger:   log,
+		Service:  svc,
+		Ticks:    ticks,
+		API:      httpAPI,
+		Store:    store,
+		LongTerm: lt,
+		Queue:    queue,
+		SQS:      sqsClient,
+		Agents:   agents,
+		Tracer:   o.Tracer,
 	}, nil
 }
 

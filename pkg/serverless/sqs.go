@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/superstep/superstep/pkg/agent/memorytools"
+	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/tick"
 )
 
@@ -60,7 +62,9 @@ func (a *App) batch(ctx context.Context, kind string, ev events.SQSEvent, fn fun
 	var resp events.SQSEventResponse
 	for i, m := range ev.Records {
 		log := a.Logger.With("handler", kind, "message_id", m.MessageId, "receive_count", m.Attributes["ApproximateReceiveCount"])
-		ctx := ctx
+		// A node reaches the long-term store, and its memory tools the
+		// run's thread, through the context.
+		ctx := longterm.WithScope(longterm.WithStore(ctx, a.LongTerm), memorytools.ThreadScope(a.Store, a.Store))
 		if a.Tracer != nil {
 			ctx = a.Tracer.FromMessage(ctx, m)
 		}

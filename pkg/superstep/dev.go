@@ -14,8 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/superstep/superstep/pkg/a2a"
+	"github.com/superstep/superstep/pkg/agent/memorytools"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/inspector"
+	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/mcpserver"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -136,12 +138,16 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if ts, ok := records.(runs.ThreadStore); ok {
 		svc.Threads = ts // threads: one writer each; a run continues its thread's state
 	}
+	// The long-term store (pkg/longterm) is in the same file: nodes reach
+	// it through their context, memory tools their thread's scope.
+	lt := longterm.New(st.LongTerm(), env.s.longTerm...)
+	schedCtx = longterm.WithScope(longterm.WithStore(schedCtx, lt), memorytools.ThreadScope(records, svc.Threads))
 	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: runs.EventsMode(f.events), Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
-	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
+	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, LongTerm: lt})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next

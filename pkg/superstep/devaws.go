@@ -132,7 +132,7 @@ func runDevAWS(ctx context.Context, env Env, f *devFlags, af *awsDevFlags) error
 	}
 	cfg.APIToken = cmp.Or(f.token, env.getenv(serverless.EnvAPIToken))
 	cfg.ThreadStrategy = runs.Strategy(f.strategy) // checked by serverless.New
-	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody, Middleware: env.s.wrap, Tracer: tr, DeliverPushHere: true,
+	app, err := serverless.New(serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, MaxBodyBytes: f.maxBody, Middleware: env.s.wrap, Tracer: tr, DeliverPushHere: true, LongTerm: env.s.longTerm,
 		// A local HTTP server streams: A2A streams follow the runs' events.
 		Streaming: true})
 	if err != nil {

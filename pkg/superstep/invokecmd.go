@@ -51,6 +51,7 @@ An error the handler returns exits 1 with its message.`,
 				Graphs:     env.s.reg,
 				Logger:     env.logger(0),
 				Middleware: env.s.wrap,
+				LongTerm:   env.s.longTerm,
 			})
 			if err != nil {
 				return badInput(err)

@@ -90,6 +90,7 @@ func serveLambda(ctx context.Context, env Env) int {
 		Logger:     env.s.logger,
 		Middleware: env.s.wrap,
 		Streaming:  name == "stream",
+		LongTerm:   env.s.longTerm,
 	})
 	if err == nil {
 		err = env.s.mount(app.API)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -29,6 +30,7 @@ type settings struct {
 	lambdaStart func(handler any) // tests replace lambda.Start
 	initCmd     bool
 	name        string // the program's name in help and hints
+	longTerm    []longterm.Option
 
 	reg *runs.Registry // built by Run from builders
 }
@@ -100,6 +102,16 @@ func WithRoute(pattern string, h http.Handler) Option {
 // environment variable, which the template sets; if both are given they
 // must agree.
 func WithFunction(name string) Option { return func(s *settings) { s.function = name } }
+
+// WithEmbedder enables semantic search in the long-term store
+// (pkg/longterm) of every runtime: items put are embedded by e (their
+// fields named, or whole), and /v1/store/items/search, `store search` and
+// the memory tools' recall rank by similarity. pkg/agent/bedrock's
+// NewEmbedder is Titan Text Embeddings V2 on Amazon Bedrock (its callers
+// need bedrock:InvokeModel on the model).
+func WithEmbedder(e longterm.Embedder, fields ...string) Option {
+	return func(s *settings) { s.longTerm = append(s.longTerm, longterm.WithEmbedder(e, fields...)) }
+}
 
 // newSettings applies opts and compiles the graphs.
 func newSettings(opts []Option) (*settings, error) {

@@ -10,6 +10,9 @@
 //   #/threads                     the threads (conversations)
 //   #/threads/ID?graph=NAME       one thread as a chat: messages, approvals,
 //                                 the next message, history by step, fork, edit state
+//   #/store                       the long-term store's namespaces
+//   #/store/NS                    the items under namespace NS (a/b/c, one
+//                                 hash component): browse, search, put, edit, delete
 'use strict';
 
 (() => {
@@ -426,7 +429,8 @@
       else if (parts[0] === 'runs' && parts.length === 2) runPage(view, parts[1], query);
       else if (parts[0] === 'threads' && parts.length === 1) await threadsPage(view);
       else if (parts[0] === 'threads' && parts.length === 2) threadPage(view, parts[1], query);
-      else throw new Error('there is no page at #' + raw + '; see #/graphs, #/runs or #/threads');
+      else if (parts[0] === 'store' && parts.length <= 2) await storePage(view, parts[1] || '', query);
+      else throw new Error('there is no page at #' + raw + '; see #/graphs, #/runs, #/threads or #/store');
     } catch (e) {
       put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
       showError(e.message);
@@ -1279,6 +1283,94 @@
             h('td', { text: when(t.updated_at) }),
             h('td', { class: 'mono', text: t.forked_from || '' }),
             h('td', { class: 'mono', text: t.active_run_id || '' })))));
+  }
+
+  // ---- The long-term store (/v1/store). ----
+
+  // storePage lists the namespaces (ns empty) or the items under ns, with
+  // a search box (by meaning, when the server has an embedding model) and
+  // a form that puts an item (new, or one of the list to edit).
+  async function storePage(view, ns, query) {
+    const my = page;
+    const q = query.get('q') || '';
+    const nsPath = (s) => '#/store/' + enc(s);
+    const [names, found] = await Promise.all([
+      api('GET', '/v1/store/namespaces' + (ns ? '?prefix=' + enc(ns) : '')),
+      ns ? api('POST', '/v1/store/items/search', JSON.stringify(q ? { namespace_prefix: ns.split('/'), query: q } : { namespace_prefix: ns.split('/'), limit: 200 })) : null,
+    ]);
+    if (my !== page) return;
+    const goNS = h('input', { type: 'text', id: 'store-ns', value: ns, placeholder: 'users/u-42', size: 28 });
+    const search = h('input', { type: 'text', id: 'store-query', value: q, placeholder: 'what to look for', size: 28 });
+    const fNS = h('input', { type: 'text', id: 'item-ns', value: ns, placeholder: 'users/u-42/prefs', size: 28 });
+    const fKey = h('input', { type: 'text', id: 'item-key', placeholder: 'key', size: 20 });
+    const fValue = h('textarea', { id: 'item-value', class: 'json-field', placeholder: '{"text": "…"}' });
+    const fTTL = h('input', { type: 'number', id: 'item-ttl', min: '0', placeholder: 'seconds', size: 8 });
+    const putItem = async (ev) => {
+      ev.preventDefault();
+      clearError();
+      let value;
+      try {
+        value = JSON.parse(fValue.value);
+      } catch (e) {
+        showError('The value is not JSON: ' + e.message);
+        return;
+      }
+      const body = { namespace: fNS.value.trim().split('/').filter(Boolean), key: fKey.value, value };
+      if (fTTL.value) body.ttl_seconds = Number(fTTL.value);
+      try {
+        await api('PUT', '/v1/store/items', JSON.stringify(body));
+        go(nsPath(ns || body.namespace.join('/')));
+      } catch (e) {
+        showError('The item was not stored: ' + e.message);
+      }
+    };
+    const edit = (it) => {
+      fNS.value = it.namespace.join('/');
+      fKey.value = it.key;
+      fValue.value = JSON.stringify(it.value, null, 2);
+      fTTL.value = '';
+      fValue.focus();
+    };
+    const del = async (it) => {
+      clearError();
+      try {
+        await api('DELETE', '/v1/store/items?namespace=' + enc(it.namespace.join('/')) + '&key=' + enc(it.key));
+        route();
+      } catch (e) {
+        showError('The item was not deleted: ' + e.message);
+      }
+    };
+    const items = found ? found.items : [];
+    put(view,
+      h('h1', { text: ns ? 'Store: ' + ns : 'Store' }),
+      h('p', { class: 'muted', text: 'The long-term store keeps JSON items (agents\u2019 memories) under namespaces; they outlive threads and runs.' }),
+      h('form', { class: 'panel inline', id: 'store-go', onsubmit: (ev) => { ev.preventDefault(); go(goNS.value.trim() ? nsPath(goNS.value.trim().replace(/^\/+|\/+$/g, '')) : '#/store'); } },
+        h('label', {}, 'Namespace ', goNS), h('button', { type: 'submit', text: 'Open' })),
+      names.namespaces.length === 0 ? h('p', { class: 'muted', text: ns ? 'No items under ' + ns + '.' : 'The store is empty.' }) :
+        h('div', { class: 'panel' }, h('h3', { text: 'Namespaces' + (ns ? ' under ' + ns : '') }),
+          h('ul', { id: 'store-namespaces' }, names.namespaces.map((n) => h('li', {}, h('a', { class: 'mono', href: nsPath(n.join('/')), 'data-ns': n.join('/'), text: n.join('/') }))))),
+      ns ? h('form', { class: 'panel inline', id: 'store-search', onsubmit: (ev) => { ev.preventDefault(); go(nsPath(ns) + (search.value.trim() ? '?q=' + enc(search.value.trim()) : '')); } },
+        h('label', {}, 'Search by meaning ', search), h('button', { type: 'submit', text: 'Search' })) : null,
+      ns ? (items.length === 0 ? h('p', { class: 'muted', text: q ? 'Nothing found.' : 'No items.' }) :
+        h('table', { id: 'store-items' },
+          h('tr', {}, ['namespace', 'key', 'value', 'updated', 'expires', q ? 'score' : '', ''].map((t) => h('th', { text: t }))),
+          items.map((it) => h('tr', { 'data-key': it.key, 'data-ns': it.namespace.join('/') },
+            h('td', { class: 'mono', text: it.namespace.join('/') }),
+            h('td', { class: 'mono', text: it.key }),
+            h('td', {}, h('pre', { text: pretty(it.value) })),
+            h('td', { text: when(it.updated_at) }),
+            h('td', { text: it.expires_at ? when(it.expires_at) : '' }),
+            h('td', { class: 'num', text: it.score != null ? it.score.toFixed(3) : '' }),
+            h('td', {}, h('button', { type: 'button', class: 'edit-item', onclick: () => edit(it), text: 'Edit' }), ' ',
+              h('button', { type: 'button', class: 'danger delete-item', onclick: () => del(it), text: 'Delete' })))))) : null,
+      found && found.next_page_token ? h('p', { class: 'muted', text: 'More items than shown: narrow the namespace.' }) : null,
+      h('form', { class: 'panel edit-box', id: 'item-form', onsubmit: putItem },
+        h('h3', { text: 'Put an item' }),
+        h('label', { class: 'field' }, 'Namespace', fNS),
+        h('label', { class: 'field' }, 'Key', fKey),
+        h('label', { class: 'field' }, 'Value (a JSON object)', fValue),
+        h('label', { class: 'field' }, 'Expires after (seconds, optional)', fTTL),
+        h('button', { type: 'submit', id: 'put-item', text: 'Put' })));
   }
 
   // threadPage is the chat view of a thread: its conversation, the

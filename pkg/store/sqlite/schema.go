@@ -98,6 +98,8 @@ CREATE INDEX run_records_by_context ON run_records (context_id, created_at, id);
 ALTER TABLE run_records ADD COLUMN graph_version     TEXT NOT NULL DEFAULT '';
 ALTER TABLE run_records ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
 `),
+		// Version 7: the long-term store's items (longterm.go).
+		script(migrateLongTerm),
 	}
 }
 

@@ -264,6 +264,9 @@ type writer struct {
 
 	createRun *sql.Stmt
 	updateRun *sql.Stmt
+
+	// The long-term store's writes (longterm.go).
+	ltPut, ltDelete, ltPurge *sql.Stmt
 }
 
 // newWriter takes a connection from db for writes and prepares its
@@ -300,6 +303,15 @@ ON CONFLICT (id) DO NOTHING`},
 		{&w.updateRun, `
 UPDATE run_records SET graph = ?3, status = ?4, context_id = ?5, version = ?2 + 1, record = ?6, graph_version = ?8, graph_fingerprint = ?9
 WHERE id = ?1 AND version = ?2 AND created_at = ?7`},
+		// Last writer wins; a replaced item keeps its created_at.
+		{&w.ltPut, `INSERT INTO longterm_items (` + longTermColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (sort_key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at,
+	expires_at = excluded.expires_at, vector = excluded.vector,
+	created_at = CASE WHEN longterm_items.expires_at > 0 AND longterm_items.expires_at <= excluded.updated_at
+		THEN excluded.created_at ELSE longterm_items.created_at END`},
+		{&w.ltDelete, `DELETE FROM longterm_items WHERE sort_key = ?`},
+		{&w.ltPurge, `DELETE FROM longterm_items WHERE sort_key IN
+	(SELECT sort_key FROM longterm_items WHERE expires_at > 0 AND expires_at <= ? LIMIT ?)`},
 	})
 	if err != nil {
 		w.close()
@@ -459,7 +471,7 @@ func (w *writer) close() error {
 	}
 	w.closed = true
 	var errs []error
-	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.newRun, w.insertStep, w.latest, w.upsertPending, w.storedPending, w.createRun, w.updateRun} {
+	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.newRun, w.insertStep, w.latest, w.upsertPending, w.storedPending, w.createRun, w.updateRun, w.ltPut, w.ltDelete, w.ltPurge} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
