@@ -27,6 +27,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/schedule"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is not
@@ -63,6 +64,8 @@ type Config struct {
 	// Heartbeat is how often an idle stream writes a comment line
 	// (default DefaultHeartbeat).
 	Heartbeat time.Duration
+	// Schedules serves /v1/schedules (schedules.go); nil: 501.
+	Schedules *schedule.Service
 }
 
 // Handler serves the HTTP API. Create it with [New]; it is safe for
@@ -81,6 +84,8 @@ type Handler struct {
 	events    runs.EventReader
 	heartbeat time.Duration
 	poll      time.Duration
+	// Schedules: schedules.go.
+	schedules *schedule.Service
 }
 
 // New returns the API handler for cfg. It panics if cfg.Service is nil.
@@ -114,6 +119,7 @@ func New(cfg Config) *Handler {
 	if h.heartbeat <= 0 {
 		h.heartbeat = DefaultHeartbeat
 	}
+	h.schedules = cfg.Schedules
 	h.routes()
 	var inner http.Handler = h.crossOrigin(h.authenticate(http.HandlerFunc(h.serveMux)))
 	if h.hostCheck {
@@ -171,6 +177,7 @@ func (h *Handler) routes() {
 		{"POST", "/v1/runs/{run_id}/resume", h.resumeRun},
 	}
 	table = append(table, h.threadRoutes()...)
+	table = append(table, h.scheduleRoutes()...)
 	for _, rt := range table {
 		h.mux.Handle(rt.method+" "+rt.path, h.wrap(rt.fn))
 	}

@@ -141,7 +141,15 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
-	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
+	// Schedules (pkg/schedule): kept in the same file, fired by this
+	// process; firings missed while it was stopped are made up once.
+	schedules, stopSchedules, closeSchedules, err := startSchedules(ctx, path, svc, log)
+	if err != nil {
+		_ = sched.Shutdown(context.Background(), 0)
+		return failed(err)
+	}
+	defer closeSchedules()
+	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, Schedules: schedules})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
@@ -209,6 +217,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if sig != nil {
 		reason = "signal: " + signalName(sig)
 	}
+	stopSchedules() // no firing starts a run while runs drain
 	log.Info("stopping: draining running runs", "reason", reason, "grace", f.grace)
 	drainAll(context.WithoutCancel(ctx), log, svc, reason)
 	stopCtx, stopNow := context.WithCancel(context.WithoutCancel(ctx))
