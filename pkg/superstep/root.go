@@ -225,6 +225,7 @@ threads".`,
 		newDevCmd(env),
 		newRunsCmd(env),
 		newThreadsCmd(env),
+		newSchedulesCmd(env),
 		newGraphCmd(env),
 		newInvokeCmd(env),
 	)
