@@ -226,12 +226,17 @@ func TestCatchUp(t *testing.T) {
 			// Stopped from 08:00 to 11:35: a new runner (a restart) on the
 			// same backend makes up each schedule once.
 			e.clock.Set("2026-01-05T11:35:00Z")
-			restarted := schedule.NewRunner(e.svc, schedule.RunnerConfig{Now: e.clock.Now})
+			restarted := schedule.NewRunner(e.svc, schedule.RunnerConfig{Now: e.clock.Now, Logger: e.runs.Logger})
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() { done <- restarted.Run(ctx) }()
 			deadline := time.Now().Add(5 * time.Second)
-			for len(e.runIDs(t)) < 3 && time.Now().Before(deadline) {
+			// Until both catch-ups are recorded (a firing is recorded after
+			// its run starts).
+			for time.Now().Before(deadline) {
+				if h, r := e.get(t, "hourly"), e.get(t, "every-10"); h.LastRunID != "" && h.LastFireAt.Hour() == 11 && r.LastFireAt.Hour() == 11 {
+					break
+				}
 				time.Sleep(5 * time.Millisecond)
 			}
 			cancel()
