@@ -53,6 +53,10 @@ runs survive a restart: on start, runs left pending or running (by a crash,
 say) continue from their last committed superstep, and tasks whose results
 were recorded are not run again.
 
+Schedules ('superstep schedules') are kept in the same file and fired by
+this process; a firing missed while it was stopped is made up once, when it
+starts.
+
 The URL is printed on stdout once the server listens (--addr with port 0
 picks a free port); logs go to stderr.
 
