@@ -5,6 +5,11 @@ go 1.26.8
 require modernc.org/sqlite v1.61.1
 
 require (
+	github.com/aws/aws-sdk-go-v2/service/scheduler v1.18.2 // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
+)
+
+require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

@@ -103,8 +103,9 @@ func (r *callRecorder) snapshot() []awsCall {
 	return out
 }
 
-// parseCall reads the action and resources of a DynamoDB or SQS request
-// (the JSON protocols of aws-sdk-go-v2, or SQS's query protocol).
+// parseCall reads the action and resources of a DynamoDB, SQS or
+// EventBridge Scheduler request (the JSON protocols of aws-sdk-go-v2, SQS's
+// query protocol, the scheduler's REST JSON).
 func parseCall(fn, service string, req *http.Request, body []byte) ([]awsCall, error) {
 	op := ""
 	if target := req.Header.Get("X-Amz-Target"); target != "" {
@@ -120,6 +121,14 @@ func parseCall(fn, service string, req *http.Request, body []byte) ([]awsCall, e
 		var s string
 		_ = json.Unmarshal(in[k], &s)
 		return s
+	}
+	if service == "scheduler" { // REST JSON: the operation is the method and path
+		if len(body) > 0 {
+			if err := json.Unmarshal(body, &in); err != nil {
+				return nil, fmt.Errorf("scheduler %s %s: body: %w", req.Method, req.URL.Path, err)
+			}
+		}
+		return schedulerCall(fn, req, in)
 	}
 	if op == "" { // SQS query protocol
 		form, err := url.ParseQuery(string(body))
@@ -202,4 +211,40 @@ func startRecorder(t *testing.T, r *callRecorder) string {
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// schedulerCall reads the action and resource of an EventBridge Scheduler
+// request (REST JSON: the method and path say the operation). Creating or
+// updating a schedule also passes its target's role (iam:PassRole, which
+// IAM checks on the caller).
+func schedulerCall(fn string, req *http.Request, in map[string]json.RawMessage) ([]awsCall, error) {
+	name, hasName := strings.CutPrefix(req.URL.Path, "/schedules/")
+	if !hasName && req.URL.Path != "/schedules" {
+		return nil, fmt.Errorf("scheduler %s %s: not a schedule request this check knows", req.Method, req.URL.Path)
+	}
+	if !hasName {
+		if req.Method != http.MethodGet {
+			return nil, fmt.Errorf("scheduler %s /schedules: not ListSchedules", req.Method)
+		}
+		return []awsCall{{fn, "scheduler:ListSchedules", "*"}}, nil
+	}
+	var group string
+	_ = json.Unmarshal(in["GroupName"], &group)
+	if group == "" {
+		group = req.URL.Query().Get("groupName")
+	}
+	if group == "" {
+		group = "default"
+	}
+	ops := map[string]string{http.MethodPost: "CreateSchedule", http.MethodGet: "GetSchedule", http.MethodPut: "UpdateSchedule", http.MethodDelete: "DeleteSchedule"}
+	op, ok := ops[req.Method]
+	if !ok {
+		return nil, fmt.Errorf("scheduler %s %s: unknown operation", req.Method, req.URL.Path)
+	}
+	out := []awsCall{{fn, "scheduler:" + op, fmt.Sprintf("arn:aws:scheduler:%s:%s:schedule/%s/%s", testRegion, testAccount, group, name)}}
+	var target struct{ RoleArn string }
+	if err := json.Unmarshal(in["Target"], &target); err == nil && target.RoleArn != "" {
+		out = append(out, awsCall{fn, "iam:PassRole", target.RoleArn})
+	}
+	return out, nil
 }

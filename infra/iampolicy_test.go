@@ -67,6 +67,12 @@ func newDeployment(t *testing.T, tp template, prefix, endpoint string) *deployme
 		d.attrs[r.ID+".QueueName"] = name
 		d.refs[r.ID] = endpoint + "/" + testAccount + "/" + name
 	}
+	// serverless.Provision's schedule group and scheduler role.
+	for _, r := range tp.resources("AWS::Scheduler::ScheduleGroup") {
+		d.refs[r.ID] = prefix
+		d.attrs[r.ID+".Arn"] = arn("scheduler", "schedule-group/"+prefix)
+	}
+	d.attrs["SchedulerRole.Arn"] = "arn:aws:iam::" + testAccount + ":role/" + prefix + "-scheduler"
 	for _, r := range tp.resources("AWS::Logs::LogGroup") {
 		d.attrs[r.ID+".Arn"] = arn("logs", "log-group:"+prefix+"-"+r.ID+":*")
 	}
@@ -193,6 +199,12 @@ func roleGrantsOf(t *testing.T, tp template, d *deployment, fn string) []grant {
 	t.Helper()
 	f := tp.resource(t, fn, "AWS::Serverless::Function")
 	roleID, _, _ := refTarget(f.Properties["Role"])
+	return grantsOfRole(t, tp, d, roleID)
+}
+
+// grantsOfRole returns the expanded statements of the role roleID.
+func grantsOfRole(t *testing.T, tp template, d *deployment, roleID string) []grant {
+	t.Helper()
 	role := tp.resource(t, roleID, "AWS::IAM::Role")
 	type doc struct {
 		name string

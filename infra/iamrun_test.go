@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/superstep/superstep/examples"
@@ -72,6 +74,7 @@ var roleExceptions = map[[3]string]string{
 	{"SweepFunction", "ReadTableStream", "*"}:               "the DynamoDB stream event source mapping reads the stream with the role; the handler gets its records",
 	{"SweepFunction", "FailedBatches", "*"}:                 "the stream event source mapping sends a failed batch's description to its on-failure destination with the role",
 	{"ApiFunction", "FailedStartRunEvents", "*"}:            "Lambda sends a failed asynchronous (EventBridge) invocation to the on-failure destination with the role",
+	{"SchedulerRole", "FailedFirings", "*"}:                 "EventBridge Scheduler sends a firing it could not deliver after its retries to the dead-letter queue with the role; no code of ours does",
 }
 
 func roleException(fn, sid, action string) (string, bool) {
@@ -95,10 +98,12 @@ func roleException(fn, sid, action string) (string, bool) {
 func TestPermissionsPerFunction(t *testing.T) {
 	srv := mototest.Start(t)
 	tp := loadTemplate(t)
-	rec := newCallRecorder(t, srv.URL, functions)
+	// SchedulerRole: EventBridge Scheduler sending a firing, which the
+	// test does with the role's identity (moto does not fire schedules).
+	rec := newCallRecorder(t, srv.URL, append(slices.Clone(functions), "SchedulerRole"))
 	recURL := startRecorder(t, rec)
 	const prefix = "iam"
-	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: prefix, VisibilityTimeout: 10 * time.Second})
+	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: prefix, VisibilityTimeout: 10 * time.Second, Schedules: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +174,24 @@ func TestPermissionsPerFunction(t *testing.T) {
 		t.Fatalf("StartRun event: %v", err)
 	}
 	waitRun(t, apiURL, "from-queue", pregel.RunCompleted)
+
+	// Schedules: made, listed, read, paused and deleted through the api
+	// function; a firing sent by EventBridge Scheduler with its role (the
+	// test stands in for it) starts a run.
+	call(t, apiURL, "POST", "/v1/schedules", map[string]any{"name": "nightly", "graph": "counter", "schedule": "0 2 * * *", "timezone": "Europe/Paris", "input": map[string]int{"limit": 2}}, http.StatusCreated)
+	call(t, apiURL, "GET", "/v1/schedules", nil, http.StatusOK)
+	call(t, apiURL, "POST", "/v1/schedules/nightly/pause", nil, http.StatusOK)
+	sch, err := scheduler.NewFromConfig(srv.Config).GetSchedule(t.Context(), &scheduler.GetScheduleInput{Name: aws.String("nightly"), GroupName: aws.String(cfg.ScheduleGroup)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firing := strings.ReplaceAll(aws.ToString(sch.Target.Input), "<aws.scheduler.scheduled-time>", "2026-01-06T01:00:00Z")
+	asScheduler := sqs.NewFromConfig(functionConfig(srv.Config, recURL, "SchedulerRole"))
+	if _, err := asScheduler.SendMessage(t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(cfg.StartQueueURL), MessageBody: aws.String(firing)}); err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, apiURL, "sched.nightly.20260106T010000Z", pregel.RunCompleted)
+	call(t, apiURL, "DELETE", "/v1/schedules/nightly", nil, http.StatusNoContent)
 
 	// Threads, on both functions that serve the API; the stream function
 	// also starts a run and streams one.
@@ -261,6 +284,7 @@ func TestPermissionsPerFunction(t *testing.T) {
 	for _, fn := range functions {
 		grants[fn] = roleGrantsOf(t, tp, d, fn)
 	}
+	grants["SchedulerRole"] = grantsOfRole(t, tp, d, "SchedulerRole")
 	byFn := map[string]int{}
 	for _, c := range calls {
 		byFn[c.Function]++
@@ -268,7 +292,7 @@ func TestPermissionsPerFunction(t *testing.T) {
 			t.Errorf("%s calls %s on %s, which its role does not allow", c.Function, c.Action, c.Resource)
 		}
 	}
-	for _, fn := range functions {
+	for _, fn := range append(slices.Clone(functions), "SchedulerRole") {
 		if byFn[fn] == 0 {
 			t.Errorf("%s made no AWS call: the check ran nothing of it", fn)
 		}
@@ -277,7 +301,7 @@ func TestPermissionsPerFunction(t *testing.T) {
 	// shared managed policy, by one of the functions it is attached to.
 	type use struct{ policy, sid, action, resource string }
 	used, users := map[use]bool{}, map[use][]string{}
-	for _, fn := range functions {
+	for _, fn := range append(slices.Clone(functions), "SchedulerRole") {
 		for _, g := range grants[fn] {
 			shared := !strings.Contains(g.Policy, "/")
 			for _, a := range g.Actions {

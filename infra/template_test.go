@@ -408,8 +408,15 @@ func strs(v any) []string {
 	return nil
 }
 
+// wildcardResources are the statements allowed a wildcard resource, by
+// role and Sid, with why.
+var wildcardResources = map[string]string{
+	"ApiFunctionRole ManageSchedules": "schedules are created at run time with their users' names; the resource is still limited to this deployment's schedule group",
+	"ApiFunctionRole ListSchedules":   "scheduler:ListSchedules has no resource-level permission: IAM takes only \"*\" for it",
+}
+
 // TestIAMNoWildcards: no policy statement grants an action or a resource
-// by wildcard, and every function has a role of its own from this
+// by wildcard (but wildcardResources), and every function has a role of its own from this
 // template (SAM's generated roles attach AWS managed policies whose SQS and
 // Logs statements have Resource "*").
 func TestIAMNoWildcards(t *testing.T) {
@@ -429,6 +436,10 @@ func TestIAMNoWildcards(t *testing.T) {
 			t.Errorf("%s: no Resource", st.where)
 		}
 		for _, r := range res {
+			role, _, _ := strings.Cut(st.where, ".")
+			if _, ok := wildcardResources[role+" "+fmt.Sprint(st.s["Sid"])]; ok {
+				continue
+			}
 			if strings.Contains(r, "*") {
 				t.Errorf("%s: wildcard resource %q", st.where, r)
 			}

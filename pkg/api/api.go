@@ -28,6 +28,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/schedule"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Config.MaxBodyBytes is not
@@ -67,6 +68,8 @@ type Config struct {
 	// LongTerm, when set, is served at /v1/store (pkg/longterm): items,
 	// search and namespaces, behind the same auth as the rest.
 	LongTerm *longterm.Store
+	// Schedules serves /v1/schedules (schedules.go); nil: 501.
+	Schedules *schedule.Service
 }
 
 // Handler serves the HTTP API. Create it with [New]; it is safe for
@@ -87,6 +90,8 @@ type Handler struct {
 	poll      time.Duration
 	// lt is the long-term store of /v1/store (store.go), if any.
 	lt *longterm.Store
+	// Schedules: schedules.go.
+	schedules *schedule.Service
 }
 
 // New returns the API handler for cfg. It panics if cfg.Service is nil.
@@ -121,6 +126,7 @@ func New(cfg Config) *Handler {
 	if h.heartbeat <= 0 {
 		h.heartbeat = DefaultHeartbeat
 	}
+	h.schedules = cfg.Schedules
 	h.routes()
 	var inner http.Handler = h.crossOrigin(h.authenticate(http.HandlerFunc(h.serveMux)))
 	if h.hostCheck {
@@ -179,6 +185,7 @@ func (h *Handler) routes() {
 	}
 	table = append(table, h.threadRoutes()...)
 	table = append(table, h.storeRoutes()...)
+	table = append(table, h.scheduleRoutes()...)
 	for _, rt := range table {
 		h.mux.Handle(rt.method+" "+rt.path, h.wrap(rt.fn))
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/jsonin"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/schedule"
+	"github.com/superstep/superstep/pkg/schedule/awsscheduler"
 )
 
 // DetailTypeStartRun is the detail-type of the EventBridge events that
@@ -40,6 +42,18 @@ type StartRequest struct {
 	Input json.RawMessage `json:"input,omitempty"`
 	// ContextID groups the runs of one conversation.
 	ContextID string `json:"context_id,omitempty"`
+	// ThreadID, when set, starts the run on the thread, with Strategy
+	// (reject, enqueue, interrupt or rollback) if it is busy.
+	ThreadID string `json:"thread_id,omitempty"`
+	Strategy string `json:"strategy,omitempty"`
+	// Schedule and ScheduledTime make the request a firing of a schedule
+	// (pkg/schedule/awsscheduler: EventBridge Scheduler fills the time
+	// in): the run id is schedule.FiringRunID(Schedule, ScheduledTime),
+	// so a firing delivered twice starts one run; a firing that cannot
+	// start a run (its thread busy with reject, or gone) is logged and
+	// dropped rather than retried.
+	Schedule      string `json:"schedule,omitempty"`
+	ScheduledTime string `json:"scheduled_time,omitempty"`
 }
 
 // HandleAPI is the api function's handler. It tells three event shapes
@@ -153,10 +167,22 @@ func (a *App) start(ctx context.Context, log *slog.Logger, body, defaultID strin
 	if req.Graph == "" {
 		return fmt.Errorf("%w: start request without a graph; want {\"graph\": \"...\", \"input\": {...}}", ErrBadEvent)
 	}
+	if req.Schedule != "" {
+		return a.fire(ctx, log, req)
+	}
 	if req.RunID == "" {
 		req.RunID = defaultID
 	}
-	r, created, err := a.Service.Create(ctx, req.Graph, runs.CreateRequest{RunID: req.RunID, Input: req.Input, ContextID: req.ContextID})
+	var (
+		r       runs.Run
+		created bool
+		err     error
+	)
+	if req.ThreadID != "" {
+		r, created, err = a.Service.CreateOnThread(ctx, req.ThreadID, runs.ThreadRunRequest{Graph: req.Graph, RunID: req.RunID, Input: req.Input, Strategy: runs.Strategy(req.Strategy)})
+	} else {
+		r, created, err = a.Service.Create(ctx, req.Graph, runs.CreateRequest{RunID: req.RunID, Input: req.Input, ContextID: req.ContextID})
+	}
 	if err != nil {
 		if errors.Is(err, runs.ErrInvalid) || errors.Is(err, runs.ErrNotFound) || errors.Is(err, runs.ErrConflict) {
 			return fmt.Errorf("%w: start %s: %w", ErrBadEvent, req.Graph, err)
@@ -164,6 +190,30 @@ func (a *App) start(ctx context.Context, log *slog.Logger, body, defaultID strin
 		return fmt.Errorf("start %s: %w", req.Graph, err)
 	}
 	log.InfoContext(ctx, "api: run started", "run_id", r.ID, "graph", r.Graph, "created", created, "status", r.Status)
+	return nil
+}
+
+// fire starts the run of a schedule's firing (see StartRequest.Schedule).
+func (a *App) fire(ctx context.Context, log *slog.Logger, req StartRequest) error {
+	if req.RunID != "" || req.ContextID != "" {
+		return fmt.Errorf("%w: a schedule's firing takes no run_id or context_id (its run id is the schedule's name and scheduled time)", ErrBadEvent)
+	}
+	at, err := awsscheduler.ParseFiring(req.ScheduledTime)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	log = log.With("schedule", req.Schedule, "scheduled_time", at, "graph", req.Graph)
+	r, created, err := schedule.Start(ctx, a.Service, schedule.Firing{Schedule: req.Schedule, At: at, Graph: req.Graph, Input: req.Input, ThreadID: req.ThreadID, Strategy: runs.Strategy(req.Strategy)})
+	if err != nil {
+		if errors.Is(err, runs.ErrInvalid) || errors.Is(err, runs.ErrNotFound) || errors.Is(err, runs.ErrConflict) {
+			// Trying again would not help (a busy thread with reject is
+			// what reject means): the firing is skipped, and says why.
+			log.WarnContext(ctx, "api: schedule firing started no run", "reason", runs.Public(err).Error())
+			return nil
+		}
+		return fmt.Errorf("start %s for schedule %s: %w", req.Graph, req.Schedule, err)
+	}
+	log.InfoContext(ctx, "api: schedule fired", "run_id", r.ID, "created", created, "status", r.Status)
 	return nil
 }
 

@@ -50,6 +50,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/superstep/superstep/pkg/a2a"
@@ -58,6 +59,8 @@ import (
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/mcpserver"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/schedule"
+	"github.com/superstep/superstep/pkg/schedule/awsscheduler"
 	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/tick"
@@ -123,6 +126,15 @@ const (
 	// to loopback, private and link-local addresses (optional, default
 	// false: refused, against SSRF).
 	EnvPushAllowPrivateNetworks = "PUSH_ALLOW_PRIVATE_NETWORKS"
+	// EnvScheduleGroup, when set, turns /v1/schedules on: schedules are
+	// kept in this EventBridge Scheduler schedule group
+	// (pkg/schedule/awsscheduler) and fire into the start queue
+	// (EnvStartQueueARN) with the role EnvSchedulerRole; EnvScheduleDLQ,
+	// optional, receives firings EventBridge could not send.
+	EnvScheduleGroup = "SCHEDULE_GROUP"
+	EnvSchedulerRole = "SCHEDULER_ROLE_ARN"
+	EnvStartQueueARN = "START_QUEUE_ARN"
+	EnvScheduleDLQ   = "SCHEDULE_DLQ_ARN"
 )
 
 // Config is the deployment an App talks to.
@@ -166,6 +178,13 @@ type Config struct {
 	// PushAllowPrivateNetworks lets A2A push notifications go to
 	// private addresses (see a2a.PushOptions).
 	PushAllowPrivateNetworks bool
+	// ScheduleGroup, when set, keeps schedules in EventBridge Scheduler
+	// (SCHEDULE_GROUP); they fire into StartQueueARN with
+	// SchedulerRoleARN; ScheduleDLQ is optional.
+	ScheduleGroup    string
+	SchedulerRoleARN string
+	StartQueueARN    string
+	ScheduleDLQ      string
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -181,6 +200,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		ThreadStrategy: runs.Strategy(get(EnvThreadStrategy)),
 		StreamURL:      get(EnvStreamURL),
 		JWTIssuer:      get(EnvJWTIssuer),
+
+		ScheduleGroup:    get(EnvScheduleGroup),
+		SchedulerRoleARN: get(EnvSchedulerRole),
+		StartQueueARN:    get(EnvStartQueueARN),
+		ScheduleDLQ:      get(EnvScheduleDLQ),
 	}
 	for a := range strings.SplitSeq(get(EnvJWTAudience), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -270,6 +294,9 @@ func (c Config) validate() error {
 	}
 	if !strings.HasSuffix(c.TickQueueURL, ".fifo") {
 		return fmt.Errorf("%s=%s is not a FIFO queue (its name must end in .fifo)", EnvTickQueue, c.TickQueueURL)
+	}
+	if c.ScheduleGroup != "" && (c.SchedulerRoleARN == "" || c.StartQueueARN == "") {
+		return fmt.Errorf("%s is set without %s and %s: schedules need the role EventBridge Scheduler sends with and the start queue it sends to", EnvScheduleGroup, EnvSchedulerRole, EnvStartQueueARN)
 	}
 	if _, err := a2a.ParseStrategy(string(c.ThreadStrategy)); err != nil {
 		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback, parallel (empty: parallel)", EnvThreadStrategy, c.ThreadStrategy)
@@ -411,11 +438,21 @@ func New(o Options) (*App, error) {
 		o.Tracer = o.Tracer.WithGraphs(o.Graphs.Get)
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
+	// Schedules: EventBridge Scheduler fires them into the start queue.
+	var schedules *schedule.Service
+	if o.Config.ScheduleGroup != "" {
+		backend, err := awsscheduler.New(scheduler.NewFromConfig(o.AWS), awsscheduler.Config{Group: o.Config.ScheduleGroup,
+			TargetARN: o.Config.StartQueueARN, RoleARN: o.Config.SchedulerRoleARN, DeadLetterARN: o.Config.ScheduleDLQ})
+		if err != nil {
+			return nil, fmt.Errorf("serverless: %w", err)
+		}
+		schedules = &schedule.Service{Runs: svc, Backend: backend, AWS: true, MaxInputBytes: awsscheduler.MaxInputBytes}
+	}
 	// Streams read the runs' events from the table.
 	// The long-term store shares the table (pkg/store/dynamo's
 	// longterm.go): no other resource, role or permission.
 	lt := longterm.New(store.LongTerm(), o.LongTerm...)
-	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events, LongTerm: lt})
+	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events, LongTerm: lt, Schedules: schedules})
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream: behind it, the cards say streaming is off, or, with a
 	// stream function, point at its URL; a blocking send follows the run

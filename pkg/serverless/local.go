@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/scheduler"
+	schedtypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
@@ -29,6 +33,11 @@ type Resources struct {
 	// MaxReceiveCount is how many times a message is received before it
 	// goes to its dead-letter queue (default 5).
 	MaxReceiveCount int
+	// Schedules creates the EventBridge Scheduler schedule group <prefix>
+	// and turns schedules on (Config.ScheduleGroup), firing into the start
+	// queue with the role <prefix>-scheduler (which an emulator does not
+	// check).
+	Schedules bool
 }
 
 // Provision creates the table and queues of a deployment, for tests and
@@ -69,6 +78,24 @@ func Provision(ctx context.Context, awsCfg aws.Config, r Resources) (Config, err
 		return Config{}, err
 	}
 	c.Lease = r.VisibilityTimeout / 2
+	if r.Schedules {
+		attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(c.StartQueueURL), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+		if err != nil {
+			return Config{}, fmt.Errorf("serverless: start queue's ARN: %w", err)
+		}
+		c.StartQueueARN = attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+		parts := strings.Split(c.StartQueueARN, ":") // arn:aws:sqs:region:account:name
+		if len(parts) != 6 {
+			return Config{}, fmt.Errorf("serverless: start queue's ARN %q", c.StartQueueARN)
+		}
+		_, err = scheduler.NewFromConfig(awsCfg).CreateScheduleGroup(ctx, &scheduler.CreateScheduleGroupInput{Name: aws.String(r.Prefix)})
+		var conflict *schedtypes.ConflictException
+		if err != nil && !errors.As(err, &conflict) {
+			return Config{}, fmt.Errorf("serverless: schedule group: %w", err)
+		}
+		c.ScheduleGroup = r.Prefix
+		c.SchedulerRoleARN = "arn:" + parts[1] + ":iam::" + parts[4] + ":role/" + r.Prefix + "-scheduler"
+	}
 	return c, nil
 }
 

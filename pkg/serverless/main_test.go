@@ -114,6 +114,9 @@ type stackOptions struct {
 	// PUSH_ALLOW_PRIVATE_NETWORKS.
 	push        a2a.PushOptions
 	pushPrivate bool
+	// schedules turns schedules on (EventBridge Scheduler on the
+	// emulator).
+	schedules bool
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -137,7 +140,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.maxReceive == 0 {
 		o.maxReceive = 5
 	}
-	cfg, err := serverless.Provision(t.Context(), awsCfg, serverless.Resources{Prefix: prefix, VisibilityTimeout: o.visibility, MaxReceiveCount: o.maxReceive})
+	cfg, err := serverless.Provision(t.Context(), awsCfg, serverless.Resources{Prefix: prefix, VisibilityTimeout: o.visibility, MaxReceiveCount: o.maxReceive, Schedules: o.schedules})
 	if err != nil {
 		t.Fatal(err)
 	}

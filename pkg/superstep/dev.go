@@ -55,6 +55,10 @@ runs survive a restart: on start, runs left pending or running (by a crash,
 say) continue from their last committed superstep, and tasks whose results
 were recorded are not run again.
 
+Schedules ('superstep schedules') are kept in the same file and fired by
+this process; a firing missed while it was stopped is made up once, when it
+starts.
+
 The URL is printed on stdout once the server listens (--addr with port 0
 picks a free port); logs go to stderr.
 
@@ -147,7 +151,15 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
-	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, LongTerm: lt})
+	// Schedules (pkg/schedule): kept in the same file, fired by this
+	// process; firings missed while it was stopped are made up once.
+	schedules, stopSchedules, closeSchedules, err := startSchedules(ctx, path, svc, log)
+	if err != nil {
+		_ = sched.Shutdown(context.Background(), 0)
+		return failed(err)
+	}
+	defer closeSchedules()
+	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, LongTerm: lt, Schedules: schedules})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
@@ -215,6 +227,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if sig != nil {
 		reason = "signal: " + signalName(sig)
 	}
+	stopSchedules() // no firing starts a run while runs drain
 	log.Info("stopping: draining running runs", "reason", reason, "grace", f.grace)
 	drainAll(context.WithoutCancel(ctx), log, svc, reason)
 	stopCtx, stopNow := context.WithCancel(context.WithoutCancel(ctx))

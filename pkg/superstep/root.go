@@ -226,6 +226,7 @@ threads".`,
 		newRunsCmd(env),
 		newThreadsCmd(env),
 		newStoreCmd(env),
+		newSchedulesCmd(env),
 		newGraphCmd(env),
 		newInvokeCmd(env),
 	)
