@@ -39,6 +39,9 @@ type devFlags struct {
 	// pushPrivate lets A2A push notifications go to private networks.
 	pushPrivate bool
 	events      string
+	// eventsKept and eventMaxAge: the event retention (per run; by age).
+	eventsKept  int
+	eventMaxAge time.Duration
 }
 
 func newDevCmd(env Env) *cobra.Command {
@@ -71,6 +74,12 @@ next start.`,
 			if _, err := runs.ParseEventsMode(f.events); err != nil {
 				return badInput(fmt.Errorf("--events %q: want watched (the default: only watched runs' events are kept), on or off", f.events))
 			}
+			if f.eventsKept < 1 {
+				return badInput(fmt.Errorf("--event-retention %d: want a number of events per run, 1 or more (default %d)", f.eventsKept, runs.DefaultStreamRetention))
+			}
+			if f.eventMaxAge < 0 {
+				return badInput(fmt.Errorf("--event-max-age %s is negative: want a duration such as %s, or 0 to keep events until their run is deleted", f.eventMaxAge, runs.DefaultEventMaxAge))
+			}
 			if af.enabled {
 				return runDevAWS(c.Context(), env, &f, &af)
 			}
@@ -88,6 +97,8 @@ next start.`,
 	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
 	fl.BoolVar(&f.pushPrivate, "a2a-push-private", false, "let A2A push notifications go to loopback, private and link-local addresses (a receiver on this machine or network); off, they are refused at config time")
 	fl.StringVar(&f.events, "events", string(runs.EventsWatched), "which runs' events streams can replay: watched (while watched and "+runs.WatchLease.String()+" after; an unwatched run writes none), on (every run's) or off")
+	fl.IntVar(&f.eventsKept, "event-retention", runs.DefaultStreamRetention, "most events kept per run (the newest)")
+	fl.DurationVar(&f.eventMaxAge, "event-max-age", runs.DefaultEventMaxAge, "how long a run's events are kept (a sweep deletes older ones); 0: until the run is deleted")
 	af.register(c, env)
 	return c
 }
@@ -120,6 +131,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return failed(fmt.Errorf("open store: %w", err))
 	}
 	defer st.Close()
+	st.SetEventRetention(f.eventsKept)
 	var records runs.Store
 	if rs, ok := any(st).(runs.Store); ok {
 		records = rs
@@ -136,7 +148,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if ts, ok := records.(runs.ThreadStore); ok {
 		svc.Threads = ts // threads: one writer each; a run continues its thread's state
 	}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: runs.EventsMode(f.events), Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: runs.EventsMode(f.events), EventRetention: f.eventsKept, EventMaxAge: f.eventMaxAge, Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
