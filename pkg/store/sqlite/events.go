@@ -60,7 +60,7 @@ type eventStatements struct {
 
 	since                          *sql.Stmt    // on the pool
 	last, insert, truncate, expire *sql.Stmt    // on the write connection
-	buf                    bytes.Buffer // the batch being inserted; with the write connection
+	buf                            bytes.Buffer // the batch being inserted; with the write connection
 }
 
 // SetEventRetention sets how many events the Store keeps per run (the
