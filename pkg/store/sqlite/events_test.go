@@ -42,3 +42,11 @@ func TestEventLogSurvivesReopen(t *testing.T) {
 		t.Fatalf("append after reopening = %+v, %v; want id 3", got, err)
 	}
 }
+
+// TestEventExpiry: the SQLite log deletes what expired, and a run's events
+// go with the run.
+func TestEventExpiry(t *testing.T) {
+	runstest.RunEventExpiry(t, func(t *testing.T) runstest.ExpiringEventLog {
+		return open(t, filepath.Join(t.TempDir(), "superstep.db"))
+	})
+}
