@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -361,4 +362,27 @@ func (h *watchHub) close() {
 		}
 		delete(h.watches, id)
 	}
+}
+
+var _ StorageMeter = (*MemoryEventLog)(nil)
+
+// RunStorage implements [StorageMeter]: EventBytes is the size of the
+// run's kept events as JSON.
+func (m *MemoryEventLog) RunStorage(ctx context.Context, runID string) (Storage, error) {
+	if err := ctx.Err(); err != nil {
+		return Storage{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	if s := m.runs[runID]; s != nil {
+		for i := range s.events {
+			b, err := json.Marshal(&s.events[i].Event)
+			if err != nil {
+				return Storage{}, err
+			}
+			n += int64(len(b))
+		}
+	}
+	return Storage{EventBytes: n, Measured: []string{StorageEvents}}, nil
 }
