@@ -2,6 +2,7 @@ package dynamo_test
 
 import (
 	"encoding/json"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/runs/runstest"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 
@@ -78,4 +81,19 @@ func TestEventMaxAge(t *testing.T) {
 	if page, err := s.EventsSince(ctx, "r2", 0, 0); err != nil || len(page.Events) != 1 {
 		t.Errorf("r2 after r1's deletion: %+v, %v; want its event", page, err)
 	}
+}
+
+// TestFlatBytesPerTurn: a conversation on one thread stores as much per
+// turn late as early on DynamoDB, everything counted (see
+// runstest.FlatBytesPerTurn; SUPERSTEP_FLAT_TURNS=100 for the issue's
+// figure). The embedded Scheduler executes the runs; what is stored is
+// the DynamoDB layout's. It takes about a minute against moto, so it runs
+// only when SUPERSTEP_FLAT_TURNS is set.
+func TestFlatBytesPerTurn(t *testing.T) {
+	if os.Getenv(runstest.FlatTurnsEnv) == "" {
+		t.Skipf("a minute against moto: set %s=30 (or 100) to run it", runstest.FlatTurnsEnv)
+	}
+	t.Parallel()
+	s := newEnv(t).store()
+	runstest.FlatBytesPerTurn(t, runstest.FlatTurns(t), runs.EventsWatched, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
 }
