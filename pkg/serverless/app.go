@@ -444,7 +444,9 @@ func New(o Options) (*App, error) {
 		a2aOpts = append(a2aOpts, a2a.WithStreaming(true), a2a.WithBaseURL(o.Config.StreamURL))
 	}
 	if o.Streaming && o.Config.Events != EventsOff {
-		a2aOpts = append(a2aOpts, a2a.WithEvents(&logEvents{log: events, logger: log}))
+		// The run's stream in the table, followed by a runs.Cursor as the
+		// HTTP API's streams are (polled: runs execute elsewhere).
+		a2aOpts = append(a2aOpts, a2a.WithEvents(events))
 	}
 	agents, err := a2a.New(svc, a2aOpts...)
 	if err != nil {

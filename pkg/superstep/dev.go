@@ -155,10 +155,14 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
-	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
+	a2aEvents := []a2a.Option{a2a.WithEvents(sched)} // followed by runs.Cursor, as the API's streams
+	if f.events == string(runs.EventsOff) {
+		a2aEvents = nil // nothing is logged: A2A follows the run records
+	}
+	agents, err := a2a.New(svc, append(a2aEvents, a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
 		// message continues the conversation.
-		a2a.WithThreadStrategy(runs.Strategy(f.strategy))) // checked in RunE
+		a2a.WithThreadStrategy(runs.Strategy(f.strategy)))...) // checked in RunE
 	if err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
 		return badInput(err)
