@@ -853,6 +853,10 @@ type subscriber struct {
 // events, and when it is full the oldest buffered event is dropped to make
 // room, so the newest (such as run_finished) always arrive. The channel is
 // closed by the returned function and by Shutdown.
+//
+// The runtimes' streams (the HTTP API's, A2A's, the CLI's, the
+// inspector's) follow a run with a Cursor over WatchEvents and the log
+// instead, which resumes by event id.
 func (s *Scheduler) Subscribe(runID string) (<-chan pregel.Event, func()) {
 	sub := &subscriber{ch: make(chan pregel.Event, subscriberBuffer)}
 	s.subMu.Lock()
