@@ -241,10 +241,11 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	}
 	s.stopFn = context.AfterFunc(ctx, s.crash)
 	if x, ok := s.events.(EventExpirer); ok && s.maxAge > 0 {
-		s.sweeping, s.swept = make(chan struct{}), make(chan struct{})
+		stop, swept := make(chan struct{}), make(chan struct{})
+		s.sweeping, s.swept = stop, swept
 		go func() {
-			defer close(s.swept)
-			s.sweepEvents(ctx, x, s.maxAge, s.sweeping)
+			defer close(swept)
+			s.sweepEvents(ctx, x, s.maxAge, stop)
 		}()
 	}
 	s.pumpLocked()
