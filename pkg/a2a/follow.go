@@ -27,11 +27,61 @@ func (s *Server) watch(runID string) *watcher {
 	w := &watcher{poll: s.poll, stop: func() {}}
 	interval := s.poll
 	if s.events != nil {
-		w.events, w.stop = s.events.Subscribe(runID)
+		w.events, w.stop = s.follow(runID)
 		interval = max(s.poll, safetyPoll)
 	}
 	w.ticker = time.NewTicker(interval)
 	return w
+}
+
+// followBuffer bounds the events read ahead for one watcher.
+const followBuffer = 256
+
+// follow returns the run's events from now on, read through a runs.Cursor
+// over the Server's event streams, and a function that stops it. If the
+// stream cannot be read, the channel is closed and the watcher follows
+// the run record instead.
+func (s *Server) follow(runID string) (<-chan pregel.Event, func()) {
+	ch := make(chan pregel.Event, followBuffer)
+	ctx, cancel := context.WithCancel(context.Background())
+	readCtx, stop := context.WithTimeout(ctx, 10*time.Second)
+	page, err := s.events.EventsSince(readCtx, runID, 0, 1)
+	stop()
+	if err != nil {
+		s.log.Warn("a2a: read the run's stream; following the run record instead", "run_id", runID, "error", err)
+		cancel()
+		close(ch)
+		return ch, func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		cur := runs.NewCursor(s.events, runID, page.Last)
+		defer cur.Close()
+		for {
+			ev, err := cur.Next(ctx)
+			var dropped *runs.EventsDroppedError
+			switch {
+			case errors.As(err, &dropped):
+				continue
+			case err != nil:
+				if ctx.Err() == nil && !errors.Is(err, runs.ErrWatchClosed) {
+					s.log.Warn("a2a: follow the run's stream; following the run record instead", "run_id", runID, "error", err)
+				}
+				return
+			}
+			select {
+			case ch <- ev.Event:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, func() {
+		cancel()
+		<-done
+	}
 }
 
 func (w *watcher) close() {

@@ -61,22 +61,17 @@ const (
 // buffer, or the run continuing in another process).
 const safetyPoll = 2 * time.Second
 
-// EventSource reports the live events of runs. runs.Scheduler implements
-// it; a deployment that executes runs elsewhere (the tick Lambda) has none,
-// and the Server then reads the run record at intervals instead.
-type EventSource interface {
-	// Subscribe returns the events of a run from now on and a function
-	// that ends the subscription. The channel may be closed early (on
-	// shutdown); the Server then falls back to reading the record.
-	Subscribe(runID string) (<-chan pregel.Event, func())
-}
-
 // Option configures a Server.
 type Option func(*Server)
 
-// WithEvents gives the Server live run events (runs.Scheduler), used to
-// stream progress and to notice at once when a run stops.
-func WithEvents(src EventSource) Option { return func(s *Server) { s.events = src } }
+// WithEvents gives the Server the runs' event streams, used to stream
+// progress and to notice at once when a run stops. The Server follows a
+// run's stream with a runs.Cursor, as the HTTP API's streams, the CLI and
+// the inspector do: live when src is runs.LiveEvents (the embedded
+// runs.Scheduler), polled every runs.DefaultCursorPoll otherwise (the
+// DynamoDB table on the stream Lambda). Without it, or when a stream
+// cannot be read, the Server reads the run record at intervals instead.
+func WithEvents(src runs.EventReader) Option { return func(s *Server) { s.events = src } }
 
 // WithStreaming says whether the transport serving the Server can stream
 // Server-Sent Events. It is off by default: API Gateway HTTP APIs buffer
@@ -203,7 +198,7 @@ func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 // [New]; it is safe for concurrent use.
 type Server struct {
 	svc       *runs.Service
-	events    EventSource
+	events    runs.EventReader
 	streaming bool
 	baseURL   string
 	// trustForwarded, trustProto: cards follow X-Forwarded-Host, and

@@ -172,6 +172,7 @@ func (h *Handler) routes() {
 		{"POST", "/v1/runs/resume", h.resumeFleet},
 		{"GET", "/v1/runs/{run_id}", h.getRun},
 		{"GET", "/v1/runs/{run_id}/events", h.listEvents},
+		{"GET", "/v1/runs/{run_id}/storage", h.getRunStorage},
 		{"GET", "/v1/runs/{run_id}/stream", h.streamRun},
 		{"GET", "/v1/runs/{run_id}/checkpoints", h.listCheckpoints},
 		{"GET", "/v1/runs/{run_id}/checkpoints/{step}", h.getCheckpoint},

@@ -24,6 +24,7 @@ func (h *Handler) threadRoutes() []route {
 		{"POST", "/v1/threads/{thread_id}/state", h.updateThreadState},
 		{"GET", "/v1/threads/{thread_id}/history", h.threadHistory},
 		{"GET", "/v1/threads/{thread_id}/runs", h.listThreadRuns},
+		{"GET", "/v1/threads/{thread_id}/storage", h.getThreadStorage},
 		{"POST", "/v1/threads/{thread_id}/runs", h.createThreadRun},
 		{"POST", "/v1/threads/{thread_id}/fork", h.forkThread},
 	}

@@ -359,6 +359,8 @@ func TestInspectorInBrowser(t *testing.T) {
 	if ver := read(b, "read the graph version", chromedp.Text(chromedp.CSS(`#graph-version`))); before.GraphVersion == nil || !strings.Contains(ver, before.GraphVersion.Fingerprint) {
 		t.Errorf("the run view shows version %q, want the run's fingerprint %+v", ver, before.GraphVersion)
 	}
+	// What the run stores, from GET /v1/runs/{id}/storage.
+	b.waitText(`#run-storage`, " KB (checkpoints ")
 	b.run("answer with bare text as JSON", setValue(`textarea.answer`, `approve`), chromedp.Click(chromedp.CSS(`#answer`)))
 	b.expectError("is not valid JSON")
 	b.shot("05-bad-answer")

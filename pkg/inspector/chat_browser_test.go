@@ -126,6 +126,7 @@ func TestChatInBrowser(t *testing.T) {
 	b.run("approve", chromedp.Click(chromedp.CSS(`#approvals button.approve`)))
 	b.waitText(`#chat`, "Done: refunded 25.00 on order A-1001 (customer request).")
 	b.waitText(`#thread-status`, "idle")
+	b.waitText(`#thread-storage`, " runs")
 	b.shot("25-chat-four-turns")
 	b.clean("four turns")
 

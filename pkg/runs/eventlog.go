@@ -2,9 +2,12 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 )
@@ -96,6 +99,7 @@ type MemoryEventLog struct {
 
 type memStream struct {
 	events []StreamEvent // oldest first
+	at     []time.Time   // when each of events was appended
 	last   int64
 	used   int64
 }
@@ -138,15 +142,60 @@ func (m *MemoryEventLog) AppendEvents(ctx context.Context, runID string, evs []p
 	m.clock++
 	s.used = m.clock
 	out := make([]StreamEvent, len(evs))
+	now := time.Now()
 	for i, ev := range evs {
 		s.last++
 		out[i] = StreamEvent{ID: s.last, Event: ev}
+		s.at = append(s.at, now)
 	}
 	s.events = append(s.events, out...)
 	if over := len(s.events) - m.retention; over > 0 {
 		s.events = append(s.events[:0:0], s.events[over:]...)
+		s.at = append(s.at[:0:0], s.at[over:]...)
 	}
 	return out, nil
+}
+
+var (
+	_ EventExpirer = (*MemoryEventLog)(nil)
+	_ RunDeleter   = (*MemoryEventLog)(nil)
+)
+
+// ExpireEvents implements [EventExpirer]: it deletes the events appended
+// before before; a run left with none is forgotten (its next event is
+// number 1).
+func (m *MemoryEventLog) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, s := range m.runs {
+		k, _ := slices.BinarySearchFunc(s.at, before, time.Time.Compare)
+		if k == 0 {
+			continue
+		}
+		n += k
+		if k == len(s.events) {
+			delete(m.runs, id)
+			continue
+		}
+		s.events = append(s.events[:0:0], s.events[k:]...)
+		s.at = append(s.at[:0:0], s.at[k:]...)
+	}
+	return n, nil
+}
+
+// DeleteRun implements [RunDeleter]: it deletes the run's events.
+func (m *MemoryEventLog) DeleteRun(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.runs, id)
+	return nil
 }
 
 // evictLocked drops the least recently appended stream while there are
@@ -313,4 +362,27 @@ func (h *watchHub) close() {
 		}
 		delete(h.watches, id)
 	}
+}
+
+var _ StorageMeter = (*MemoryEventLog)(nil)
+
+// RunStorage implements [StorageMeter]: EventBytes is the size of the
+// run's kept events as JSON.
+func (m *MemoryEventLog) RunStorage(ctx context.Context, runID string) (Storage, error) {
+	if err := ctx.Err(); err != nil {
+		return Storage{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	if s := m.runs[runID]; s != nil {
+		for i := range s.events {
+			b, err := json.Marshal(&s.events[i].Event)
+			if err != nil {
+				return Storage{}, err
+			}
+			n += int64(len(b))
+		}
+	}
+	return Storage{EventBytes: n, Measured: []string{StorageEvents}}, nil
 }

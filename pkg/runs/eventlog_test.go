@@ -42,3 +42,11 @@ func TestMemoryEventLogKeepsRecentRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryEventExpiry: the memory log deletes what expired, and a run's
+// events go with the run.
+func TestMemoryEventExpiry(t *testing.T) {
+	runstest.RunEventExpiry(t, func(t *testing.T) runstest.ExpiringEventLog {
+		return runs.NewMemoryEventLog(0, 0)
+	})
+}

@@ -53,6 +53,17 @@ type SchedulerConfig struct {
 	// EventsMode says which runs' events are logged (default
 	// EventsWatched: see scheduler_events.go).
 	EventsMode EventsMode
+	// EventRetention is how many events the log keeps per run when the
+	// Scheduler makes it (a MemoryEventLog; 0: DefaultStreamRetention).
+	// A store that is the log has its own setting.
+	EventRetention int
+	// EventMaxAge, when positive, is how long the log keeps events: while
+	// started, the Scheduler deletes older ones every tenth of it (at most
+	// every minute) if the log is an EventExpirer. Zero keeps them until
+	// their run is deleted or the count retention drops them;
+	// `superstep dev` sets DefaultEventMaxAge. Negative is refused by
+	// Start.
+	EventMaxAge time.Duration
 }
 
 // Scheduler is the embedded Dispatcher: it executes runs in this process
@@ -99,6 +110,9 @@ type Scheduler struct {
 	mode     EventsMode
 	leases   map[string]time.Time    // run -> events logged until, guarded by subMu
 	recent   map[string]recentEvents // run -> events of an unwatched execution, guarded by subMu
+	maxAge   time.Duration           // of events; 0: none
+	sweeping chan struct{}           // closed to stop the sweep of expired events
+	swept    chan struct{}           // closed when the sweep stopped
 }
 
 type schedState int
@@ -151,6 +165,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		mode:        cfg.EventsMode,
 		leases:      make(map[string]time.Time),
 		recent:      make(map[string]recentEvents),
+		maxAge:      cfg.EventMaxAge,
 	}
 	if s.mode == "" {
 		s.mode = EventsWatched
@@ -159,7 +174,7 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		if l, ok := cfg.Runs.(EventLog); ok {
 			s.events = l
 		} else {
-			s.events = NewMemoryEventLog(0, 0)
+			s.events = NewMemoryEventLog(cfg.EventRetention, 0)
 		}
 	}
 	if s.concurrency <= 0 {
@@ -183,6 +198,9 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 func (s *Scheduler) Start(ctx context.Context) error {
 	if s.graphs == nil || s.runs == nil || s.checkpoints == nil {
 		return errors.New("runs: scheduler needs Graphs, Runs and Checkpoints")
+	}
+	if s.maxAge < 0 {
+		return fmt.Errorf("runs: scheduler EventMaxAge %s is negative: want 0 (no limit by age) or more: %w", s.maxAge, ErrInvalid)
 	}
 	s.mu.Lock()
 	if s.state != stateNew {
@@ -222,6 +240,14 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.log.InfoContext(ctx, "continuing runs left pending or running", "runs", len(pending))
 	}
 	s.stopFn = context.AfterFunc(ctx, s.crash)
+	if x, ok := s.events.(EventExpirer); ok && s.maxAge > 0 {
+		stop, swept := make(chan struct{}), make(chan struct{})
+		s.sweeping, s.swept = stop, swept
+		go func() {
+			defer close(swept)
+			s.sweepEvents(ctx, x, s.maxAge, stop)
+		}()
+	}
 	s.pumpLocked()
 	return nil
 }
@@ -459,7 +485,13 @@ func (s *Scheduler) Shutdown(ctx context.Context, grace time.Duration) error {
 	if s.stopFn != nil {
 		s.stopFn()
 	}
+	sweeping, swept := s.sweeping, s.swept
+	s.sweeping = nil
 	s.mu.Unlock()
+	if sweeping != nil {
+		close(sweeping)
+		<-swept
+	}
 	s.closeSubscriptions()
 	return nil
 }
@@ -826,6 +858,10 @@ type subscriber struct {
 // events, and when it is full the oldest buffered event is dropped to make
 // room, so the newest (such as run_finished) always arrive. The channel is
 // closed by the returned function and by Shutdown.
+//
+// The runtimes' streams (the HTTP API's, A2A's, the CLI's, the
+// inspector's) follow a run with a Cursor over WatchEvents and the log
+// instead, which resumes by event id.
 func (s *Scheduler) Subscribe(runID string) (<-chan pregel.Event, func()) {
 	sub := &subscriber{ch: make(chan pregel.Event, subscriberBuffer)}
 	s.subMu.Lock()

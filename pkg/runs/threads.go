@@ -277,11 +277,15 @@ func (s *Service) runDeleters() ([]RunDeleter, error) {
 	if !ok || !ok2 {
 		return nil, fmt.Errorf("this server's stores cannot delete runs, so threads cannot be deleted: %w", ErrInvalid)
 	}
+	var ds []RunDeleter
+	if ed, ok := s.Dispatcher.(RunDeleter); ok {
+		ds = append(ds, ed) // the events of a log apart from the stores (Scheduler.DeleteRun)
+	}
 	if any(rd) == any(cd) {
-		return []RunDeleter{rd}, nil
+		return append(ds, rd), nil
 	}
 	// Checkpoints first: the record goes last.
-	return []RunDeleter{cd, rd}, nil
+	return append(ds, cd, rd), nil
 }
 
 // liveForks returns the forks of t that exist.

@@ -108,6 +108,10 @@ const (
 	// (optional, default runs.DefaultStreamRetention); every function of
 	// a deployment must have the same.
 	EnvEventRetention = "EVENT_RETENTION"
+	// EnvEventMaxAge is how long a run's events are kept, as a Go
+	// duration (optional, default runs.DefaultEventMaxAge, 24h; 0: until
+	// the run is purged): event items get a TTL (dynamo.WithEventMaxAge).
+	EnvEventMaxAge = "EVENT_MAX_AGE"
 	// EnvStreamURL is the public URL of the stream function's function
 	// URL (optional). When set, the agent cards the api function serves
 	// advertise streaming at that URL.
@@ -161,6 +165,9 @@ type Config struct {
 	Events EventsMode
 	// EventRetention is how many events each run keeps (0: the default).
 	EventRetention int
+	// EventMaxAge is how long a run's events are kept (zero: until the
+	// run is purged; ConfigFromEnv defaults to runs.DefaultEventMaxAge).
+	EventMaxAge time.Duration
 	// StreamURL is the stream function's public URL (optional).
 	StreamURL string
 	// JWTIssuer, when set, is the issuer of the bearer tokens the HTTP
@@ -224,6 +231,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s=%q is not a whole number of events, 1 or more", EnvEventRetention, v))
 		}
 		c.EventRetention = n
+	}
+	c.EventMaxAge = runs.DefaultEventMaxAge
+	if v := get(EnvEventMaxAge); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a Go duration such as 24h (0: keep events until the run is purged)", EnvEventMaxAge, v))
+		}
+		c.EventMaxAge = d
 	}
 	if c.StreamURL != "" {
 		if u, err := url.Parse(c.StreamURL); err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
@@ -387,7 +402,7 @@ func New(o Options) (*App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithEventRetention(o.Config.EventRetention), dynamo.WithThreadRetention(o.Config.ThreadRetention))
+	store := dynamo.New(dynamodb.NewFromConfig(o.AWS), o.Config.Table, dynamo.WithEventRetention(o.Config.EventRetention), dynamo.WithEventMaxAge(o.Config.EventMaxAge), dynamo.WithThreadRetention(o.Config.ThreadRetention))
 	sqsClient := sqs.NewFromConfig(o.AWS)
 	var queueOpts []sqsqueue.Option
 	if o.Tracer != nil {
@@ -477,7 +492,9 @@ func New(o Options) (*App, error) {
 		a2aOpts = append(a2aOpts, a2a.WithStreaming(true), a2a.WithBaseURL(o.Config.StreamURL))
 	}
 	if o.Streaming && o.Config.Events != EventsOff {
-		a2aOpts = append(a2aOpts, a2a.WithEvents(&logEvents{log: events, logger: log}))
+		// The run's stream in the table, followed by a runs.Cursor as the
+		// HTTP API's streams are (polled: runs execute elsewhere).
+		a2aOpts = append(a2aOpts, a2a.WithEvents(events))
 	}
 	agents, err := a2a.New(svc, a2aOpts...)
 	if err != nil {

@@ -54,63 +54,6 @@ func (flushWriter) Flush() {}
 // Unwrap gives http.ResponseController the writer beneath.
 func (w flushWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// logEvents is the A2A agents' source of live run events on the stream
-// function: it follows a run's stream in the table (runs.Cursor, polling
-// every runs.DefaultCursorPoll).
-type logEvents struct {
-	log    runs.EventReader
-	logger *slog.Logger
-	// poll is how often the log is read (default runs.DefaultCursorPoll).
-	poll time.Duration
-}
-
-// Subscribe implements a2a.EventSource: the run's events from now on. If
-// the log cannot be read, the channel is closed and the agents follow the
-// run record instead.
-func (l *logEvents) Subscribe(runID string) (<-chan pregel.Event, func()) {
-	ch := make(chan pregel.Event, 64)
-	ctx, cancel := context.WithCancel(context.Background())
-	readCtx, stop := context.WithTimeout(ctx, 10*time.Second)
-	page, err := l.log.EventsSince(readCtx, runID, 0, 1)
-	stop()
-	if err != nil {
-		l.logger.Warn("a2a: read the run's stream; following the run record instead", "run_id", runID, "error", err)
-		cancel()
-		close(ch)
-		return ch, func() {}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(ch)
-		cur := runs.NewCursor(l.log, runID, page.Last)
-		cur.Poll = l.poll
-		defer cur.Close()
-		for {
-			ev, err := cur.Next(ctx)
-			var dropped *runs.EventsDroppedError
-			switch {
-			case errors.As(err, &dropped):
-				continue
-			case err != nil:
-				if ctx.Err() == nil {
-					l.logger.Warn("a2a: follow the run's stream; following the run record instead", "run_id", runID, "error", err)
-				}
-				return
-			}
-			select {
-			case ch <- ev.Event:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return ch, func() {
-		cancel()
-		<-done
-	}
-}
-
 // EventsMode says when the tick and node functions keep a run's events,
 // which GET /v1/runs/{id}/stream and A2A streams serve.
 type EventsMode string

@@ -564,7 +564,7 @@ func TestEventOutput(t *testing.T) {
 			if tc.name == "object" {
 				tc.evs.Events = tc.evs.Events[:1]
 			}
-			got, err := withEvents([]byte(tc.detail), tc.evs)
+			got, err := withEvents([]byte(tc.detail), tc.evs, nil)
 			if err != nil || string(got) != tc.want {
 				t.Errorf("withEvents = %s, %v; want %s", got, err, tc.want)
 			}
@@ -573,7 +573,7 @@ func TestEventOutput(t *testing.T) {
 			}
 		})
 	}
-	if _, err := withEvents([]byte(`[1]`), evs); err == nil {
+	if _, err := withEvents([]byte(`[1]`), evs, nil); err == nil {
 		t.Error("withEvents of an array: no error")
 	}
 }
@@ -685,7 +685,7 @@ func TestDevInProcess(t *testing.T) {
 		t.Errorf("runs list:\n%s", r.stdout)
 	}
 	r = h.run("runs", "show", "t1").want(t, ExitOK)
-	for _, s := range []string{"Status:   interrupted", "6     draft_reply      completed", "Waiting for an answer", `"ticket": {`, "\nEvents:\nTIME "} {
+	for _, s := range []string{"Status:   interrupted", "6     draft_reply      completed", "Waiting for an answer", `"ticket": {`, "\nEvents:\nTIME ", "\nStored:   ", " KB (checkpoints "} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("runs show lacks %q:\n%s", s, r.stdout)
 		}

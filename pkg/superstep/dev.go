@@ -41,6 +41,9 @@ type devFlags struct {
 	// pushPrivate lets A2A push notifications go to private networks.
 	pushPrivate bool
 	events      string
+	// eventsKept and eventMaxAge: the event retention (per run; by age).
+	eventsKept  int
+	eventMaxAge time.Duration
 }
 
 func newDevCmd(env Env) *cobra.Command {
@@ -77,6 +80,12 @@ next start.`,
 			if _, err := runs.ParseEventsMode(f.events); err != nil {
 				return badInput(fmt.Errorf("--events %q: want watched (the default: only watched runs' events are kept), on or off", f.events))
 			}
+			if f.eventsKept < 1 {
+				return badInput(fmt.Errorf("--event-retention %d: want a number of events per run, 1 or more (default %d)", f.eventsKept, runs.DefaultStreamRetention))
+			}
+			if f.eventMaxAge < 0 {
+				return badInput(fmt.Errorf("--event-max-age %s is negative: want a duration such as %s, or 0 to keep events until their run is deleted", f.eventMaxAge, runs.DefaultEventMaxAge))
+			}
 			if af.enabled {
 				return runDevAWS(c.Context(), env, &f, &af)
 			}
@@ -94,6 +103,8 @@ next start.`,
 	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
 	fl.BoolVar(&f.pushPrivate, "a2a-push-private", false, "let A2A push notifications go to loopback, private and link-local addresses (a receiver on this machine or network); off, they are refused at config time")
 	fl.StringVar(&f.events, "events", string(runs.EventsWatched), "which runs' events streams can replay: watched (while watched and "+runs.WatchLease.String()+" after; an unwatched run writes none), on (every run's) or off")
+	fl.IntVar(&f.eventsKept, "event-retention", runs.DefaultStreamRetention, "most events kept per run (the newest)")
+	fl.DurationVar(&f.eventMaxAge, "event-max-age", runs.DefaultEventMaxAge, "how long a run's events are kept (a sweep deletes older ones); 0: until the run is deleted")
 	af.register(c, env)
 	return c
 }
@@ -126,6 +137,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return failed(fmt.Errorf("open store: %w", err))
 	}
 	defer st.Close()
+	st.SetEventRetention(f.eventsKept)
 	var records runs.Store
 	if rs, ok := any(st).(runs.Store); ok {
 		records = rs
@@ -146,7 +158,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	// it through their context, memory tools their thread's scope.
 	lt := longterm.New(st.LongTerm(), env.s.longTerm...)
 	schedCtx = longterm.WithScope(longterm.WithStore(schedCtx, lt), memorytools.ThreadScope(records, svc.Threads))
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: runs.EventsMode(f.events), Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: runs.EventsMode(f.events), EventRetention: f.eventsKept, EventMaxAge: f.eventMaxAge, Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
@@ -161,10 +173,14 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	defer closeSchedules()
 	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, LongTerm: lt, Schedules: schedules})
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
-	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
+	a2aEvents := []a2a.Option{a2a.WithEvents(sched)} // followed by runs.Cursor, as the API's streams
+	if f.events == string(runs.EventsOff) {
+		a2aEvents = nil // nothing is logged: A2A follows the run records
+	}
+	agents, err := a2a.New(svc, append(a2aEvents, a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
 		// message continues the conversation.
-		a2a.WithThreadStrategy(runs.Strategy(f.strategy))) // checked in RunE
+		a2a.WithThreadStrategy(runs.Strategy(f.strategy)))...) // checked in RunE
 	if err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
 		return badInput(err)

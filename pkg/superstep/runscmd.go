@@ -140,8 +140,9 @@ func newRunsShowCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "Show a run: its record, its steps with their node statuses, its state, its events",
 		Long: `Show a run: its record, its steps with their node statuses, its state and
 its history of events (changes of status, drain, cancel and resume
-requests). With --json, the server's answer for the run with its
-"events" and "events_dropped" added.`,
+requests), and what it stores (checkpoints, segments, events and its
+record, in bytes). With --json, the server's answer for the run with its
+"events", "events_dropped" and "storage" added.`,
 		Args: exactArgs("RUN_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := f.client()
@@ -158,13 +159,17 @@ requests). With --json, the server's answer for the run with its
 			if _, err := cl.do(c.Context(), http.MethodGet, path+"/events", nil, nil, &evs); err != nil {
 				return err
 			}
+			st, err := getStorage(c.Context(), cl, path)
+			if err != nil {
+				return err
+			}
 			if f.json {
-				if raw, err = withEvents(raw, evs); err != nil {
+				if raw, err = withEvents(raw, evs, st); err != nil {
 					return failed(err)
 				}
 				return writeRaw(env.Stdout, raw)
 			}
-			return writeRunDetail(env.Stdout, progName(env), d, evs)
+			return writeRunDetail(env.Stdout, progName(env), d, evs, st)
 		},
 	}
 	return c
@@ -172,7 +177,7 @@ requests). With --json, the server's answer for the run with its
 
 // withEvents adds a run's events to the JSON object the server answered
 // for the run, after its other fields.
-func withEvents(detail []byte, evs api.EventList) ([]byte, error) {
+func withEvents(detail []byte, evs api.EventList, st *api.Storage) ([]byte, error) {
 	obj := bytes.TrimSpace(detail)
 	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
 		return nil, fmt.Errorf("the server's answer for the run is not a JSON object: %.80q", detail)
@@ -181,9 +186,10 @@ func withEvents(detail []byte, evs api.EventList) ([]byte, error) {
 		evs.Events = []api.Event{}
 	}
 	tail, err := marshal(struct {
-		Events        []api.Event `json:"events"`
-		EventsDropped int         `json:"events_dropped"`
-	}{evs.Events, evs.EventsDropped})
+		Events        []api.Event  `json:"events"`
+		EventsDropped int          `json:"events_dropped"`
+		Storage       *api.Storage `json:"storage,omitempty"`
+	}{evs.Events, evs.EventsDropped, st})
 	if err != nil {
 		return nil, fmt.Errorf("encode events: %w", err)
 	}
@@ -197,7 +203,7 @@ func withEvents(detail []byte, evs api.EventList) ([]byte, error) {
 // writeRunDetail prints a run and its events for people.
 // An agent's run shows its answer and tool calls rather than its whole
 // state (--json has the state).
-func writeRunDetail(w io.Writer, prog string, d api.RunDetail, evs api.EventList) error {
+func writeRunDetail(w io.Writer, prog string, d api.RunDetail, evs api.EventList, st *api.Storage) error {
 	tw := newTable(w)
 	c := d.Counters
 	fmt.Fprintf(tw, "Run:\t%s\n", d.RunID)
@@ -216,6 +222,9 @@ func writeRunDetail(w io.Writer, prog string, d api.RunDetail, evs api.EventList
 	fmt.Fprintf(tw, "Updated:\t%s\n", fmtTime(d.UpdatedAt))
 	if d.ContextID != "" {
 		fmt.Fprintf(tw, "Context:\t%s\n", d.ContextID)
+	}
+	if st != nil {
+		fmt.Fprintf(tw, "Stored:\t%s\n", fmtStorage(st))
 	}
 	if d.SupersededBy != "" {
 		fmt.Fprintf(tw, "Superseded:\t%s\n", superseded(d.Run))

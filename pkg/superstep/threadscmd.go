@@ -176,7 +176,8 @@ the same metadata is harmless; with other metadata it is refused.`,
 // threadDetail is the --json answer of threads show.
 type threadDetail struct {
 	api.Thread
-	State runs.ThreadState `json:"state"`
+	State   runs.ThreadState `json:"state"`
+	Storage *api.Storage     `json:"storage,omitempty"`
 }
 
 func newThreadsShowCmd(env Env, f *serverFlags) *cobra.Command {
@@ -184,8 +185,10 @@ func newThreadsShowCmd(env Env, f *serverFlags) *cobra.Command {
 		Use:   "show THREAD_ID",
 		Short: "Show a thread: its record and its state now",
 		Long: `Show a thread: whether a run holds it and which wait, its metadata, and its
-state now (the latest committed step of its active or last run). With
---json, the thread's record with its "state".`,
+state now (the latest committed step of its active or last run), and
+what it stores with all its runs (checkpoints, segments, events, records,
+in bytes). With --json, the thread's record with its "state" and
+"storage".`,
 		Args: exactArgs("THREAD_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := f.client()
@@ -197,6 +200,9 @@ state now (the latest committed step of its active or last run). With
 				return err
 			}
 			if _, err := cl.do(c.Context(), http.MethodGet, threadPath(args[0], "state"), nil, nil, &d.State); err != nil {
+				return err
+			}
+			if d.Storage, err = getStorage(c.Context(), cl, threadPath(args[0])); err != nil {
 				return err
 			}
 			if f.json {
@@ -223,6 +229,9 @@ state now (the latest committed step of its active or last run). With
 			}
 			if len(d.State.Next) > 0 {
 				fmt.Fprintf(tw, "Next:\t%s\n", strings.Join(d.State.Next, ", "))
+			}
+			if d.Storage != nil {
+				fmt.Fprintf(tw, "Stored:\t%s\n", fmtStorage(d.Storage))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

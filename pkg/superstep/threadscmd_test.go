@@ -157,6 +157,10 @@ func TestThreadsCommands(t *testing.T) {
 		t.Errorf("threads show:\n%s", r.stdout)
 	}
 	wantOut(t, r, `Metadata:  {"user":"ana"}`, "\nState:\n{")
+	// What the thread stores with its two runs, segments (the messages) among it.
+	if !regexpMatch(`(?m)^Stored:\s+[\d.]+ KB \(checkpoints [\d.]+ K?B, segments [\d.]+ K?B, events [\d.]+ K?B, records [\d.]+ K?B\) in 2 runs$`, r.stdout) {
+		t.Errorf("threads show: no Stored line for 2 runs:\n%s", r.stdout)
+	}
 	r = h.run("threads", "runs", "chat-1").want(t, ExitOK)
 	if !regexpMatch(`(?m)^`+second+`\s+assistant\s+completed`, r.stdout) || !regexpMatch(`(?m)^`+first+`\s+assistant\s+completed`, r.stdout) {
 		t.Errorf("threads runs:\n%s", r.stdout)

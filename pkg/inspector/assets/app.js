@@ -67,6 +67,29 @@
     return v === undefined ? '(none)' : JSON.stringify(v, null, 2);
   }
 
+  // bytes is n bytes in B, KB or MB (powers of 1,000).
+  function bytes(n) {
+    if (n < 1000) return n + ' B';
+    if (n < 1e6) return (n / 1000).toFixed(1) + ' KB';
+    return (n / 1e6).toFixed(1) + ' MB';
+  }
+
+  // storageText is a run's or thread's storage (GET …/storage) in a line.
+  function storageText(s) {
+    return bytes(s.total_bytes) + ' (checkpoints ' + bytes(s.checkpoint_bytes) + ', segments ' + bytes(s.segment_bytes) +
+      ', events ' + bytes(s.event_bytes) + ', records ' + bytes(s.record_bytes) + ')' + (s.runs > 1 ? ' in ' + s.runs + ' runs' : '');
+  }
+
+  // storageOf reads what the run or thread at path stores; null when the
+  // server does not say.
+  async function storageOf(path) {
+    try {
+      return await api('GET', path + '/storage');
+    } catch (e) {
+      return null;
+    }
+  }
+
   function when(iso) {
     if (!iso) return '';
     const d = new Date(iso);
@@ -896,6 +919,7 @@
           r.context_id ? [h('dt', { text: 'thread' }), h('dd', {}, h('a', { class: 'mono', href: '#/runs?context_id=' + enc(r.context_id), text: r.context_id }))] : null,
           h('dt', { text: 'created' }), h('dd', { text: when(r.created_at) }),
           h('dt', { text: 'updated' }), h('dd', { text: when(r.updated_at) }),
+          st.storage ? [h('dt', { text: 'stored' }), h('dd', { id: 'run-storage', title: 'what the run stores: checkpoints, segments, events, record', text: storageText(st.storage) })] : null,
           r.drain_requested ? [h('dt', { text: 'drain' }), h('dd', { id: 'drain-info', text: 'requested' + (r.drain_reason ? ': ' + r.drain_reason : '') })] : null,
           r.cancel_requested ? [h('dt', { text: 'cancel' }), h('dd', { text: 'requested' })] : null,
           r.error ? [h('dt', { text: 'error' }), h('dd', { class: 'diff-removed', id: 'run-error', text: (r.failed_node ? r.failed_node + ': ' : '') + r.error })] : null),
@@ -1062,6 +1086,9 @@
               h('div', { class: 'panel' }, h('h2', { text: 'Events' }), ui.events))));
       }
       const changed = !st.run || st.run.updated_at !== run.updated_at || st.run.steps.length !== run.steps.length || !st.events || st.events.events.length !== events.events.length;
+      // What the run stores: read again when its status changes (a read
+      // of all its rows, not paid on every poll).
+      if (!st.run || st.run.status !== run.status) st.storage = await storageOf('/v1/runs/' + enc(id));
       st.run = run;
       st.events = events;
       if (changed) render();
@@ -1497,7 +1524,8 @@
         h('p', { class: 'muted' },
           t.forked_from ? ['forked from ', h('a', { class: 'mono', href: '#/threads/' + enc(t.forked_from), text: t.forked_from }), '. '] : null,
           (t.forks || []).length ? ['forks: ', t.forks.map((f) => [h('a', { class: 'mono', href: '#/threads/' + enc(f), text: f }), ' '])] : null,
-          h('a', { href: '#/runs?context_id=' + enc(t.thread_id), text: 'its runs in the run list →' })));
+          h('a', { href: '#/runs?context_id=' + enc(t.thread_id), text: 'its runs in the run list →' })),
+        st.storage ? h('p', { class: 'muted', id: 'thread-storage', title: 'what the thread and its runs store', text: 'Stored: ' + storageText(st.storage) }) : null);
       if (msgs.length || !s || !s.values) put(ui.chat, conversationView(msgs));
       else put(ui.chat, h('pre', { class: 'mono', text: pretty(s.values) }));
       const usage = s && s.values && s.values.usage && s.values.usage.total;
@@ -1554,6 +1582,11 @@
         put(graphSel, st.graphs.map((g) => h('option', { value: g.name, selected: g.name === chosen, text: g.name })));
         graphSel.onchange = loadGraph;
         await loadGraph();
+      }
+      const skey = JSON.stringify([t.status, state.run_id, state.step]);
+      if (skey !== st.storageKey) {
+        st.storageKey = skey;
+        st.storage = await storageOf(base);
       }
       st.thread = t;
       st.state = state;

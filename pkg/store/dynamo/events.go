@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -41,6 +42,12 @@ import (
 // the run lives and no writer can ever put a batch into a hole. The
 // tombstones and the rest go with the run: [Store.PurgeRun] deletes the
 // whole partition once the run record has expired.
+//
+// By age ([WithEventMaxAge]): each batch item, and the chunks of its blob,
+// get expires_at = append time + the maximum age, which the table's TTL
+// acts on; readers treat an item past it as a tombstone, since DynamoDB
+// deletes expired items lazily. Tombstones carry no TTL (they hold the
+// ids), but go with the run.
 
 const (
 	skEvent = "EVT#"
@@ -78,6 +85,20 @@ var _ runs.EventLog = (*Store)(nil)
 // deployment must agree on it.
 func WithEventRetention(n int) Option {
 	return func(s *Store) { s.eventRetention = n }
+}
+
+// WithEventMaxAge sets how long a run's events are kept: each batch item
+// gets expires_at = append time + d, which DynamoDB's TTL acts on, and is
+// no longer read once past it. Zero or less keeps them until the count
+// retention drops them or their run is purged.
+func WithEventMaxAge(d time.Duration) Option {
+	return func(s *Store) { s.eventMaxAge = max(d, 0) }
+}
+
+// eventExpired reports whether an event item is past its expires_at.
+func (s *Store) eventExpired(it map[string]types.AttributeValue) bool {
+	exp, ok := getN(it, attrExpiresAt)
+	return ok && exp <= s.now().Unix()
 }
 
 func (s *Store) retentionOfEvents() int64 {
@@ -161,9 +182,20 @@ func (s *Store) putEvents(ctx context.Context, runID string, g eventGroup) (int6
 	if err != nil {
 		return 0, err
 	}
+	var exp types.AttributeValue
+	if s.eventMaxAge > 0 {
+		exp = num(s.now().Add(s.eventMaxAge).Unix())
+		item[attrExpiresAt] = exp
+	}
 	if blob != nil {
-		if err := s.writeBlobs(ctx, pk, []pendingBlob{*blob}); err != nil {
-			return 0, err
+		chunks := blobItems(pk, []pendingBlob{*blob})
+		for _, c := range chunks {
+			if exp != nil {
+				c[attrExpiresAt] = exp
+			}
+		}
+		if err := s.batchWrite(ctx, chunks, nil); err != nil {
+			return 0, fmt.Errorf("write chunks: %w", err)
 		}
 	}
 	next, known := s.eventHeads.get(runID)
@@ -451,6 +483,7 @@ func (s *Store) eventItems(ctx context.Context, pk string, lo, hi int64, forward
 			return nil, fmt.Errorf("events item %s is malformed", sk)
 		}
 		_, gone := it[attrGone]
+		gone = gone || s.eventExpired(it)
 		items = append(items, eventItem{first: first, last: last, gone: gone, item: it})
 	}
 	return items, nil

@@ -64,6 +64,8 @@ type Store struct {
 	// eventHeads the next event id of the runs this Store appended to.
 	eventRetention int
 	eventHeads     *lru[string, int64]
+	// eventMaxAge, when positive, gives event items expires_at.
+	eventMaxAge time.Duration
 }
 
 var (

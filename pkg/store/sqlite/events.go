@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -18,7 +19,12 @@ import (
 // numbered schema versions (it refers to no other table), by
 // CREATE TABLE IF NOT EXISTS. A run keeps its newest events up to the
 // retention (runs.DefaultStreamRetention unless SetEventRetention says);
-// an append deletes those beyond it.
+// an append deletes those beyond it. Column at is when the event was
+// appended (Unix milliseconds; 0 for rows of a store made before it was
+// added, ALTER TABLE'd on first use), for ExpireEvents, which the
+// Scheduler's sweep calls (runs.SchedulerConfig.EventMaxAge). The sweep
+// reads the whole table (no index on at: it would cost every append);
+// it runs at most once a minute.
 
 var _ runs.EventLog = (*Store)(nil)
 
@@ -28,8 +34,13 @@ CREATE TABLE IF NOT EXISTS run_events (
 	id     INTEGER NOT NULL CHECK (id > 0),
 	-- The pregel.Event as JSON.
 	event  BLOB    NOT NULL,
+	-- When it was appended, Unix milliseconds.
+	at     INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID`
+
+// sqlEventsAt adds column at to a table made before it existed.
+const sqlEventsAt = `ALTER TABLE run_events ADD COLUMN at INTEGER NOT NULL DEFAULT 0`
 
 // sqlEventsSince reads a page and the first and last ids kept in one
 // statement, so one snapshot: the LEFT JOIN gives one row with a NULL id
@@ -47,9 +58,9 @@ type eventStatements struct {
 	err       error
 	retention int
 
-	since                  *sql.Stmt    // on the pool
-	last, insert, truncate *sql.Stmt    // on the write connection
-	buf                    bytes.Buffer // the batch being inserted; with the write connection
+	since                          *sql.Stmt    // on the pool
+	last, insert, truncate, expire *sql.Stmt    // on the write connection
+	buf                            bytes.Buffer // the batch being inserted; with the write connection
 }
 
 // SetEventRetention sets how many events the Store keeps per run (the
@@ -69,6 +80,17 @@ func (s *Store) eventStmts(ctx context.Context) (*eventStatements, error) {
 				s.w.abort()
 				return err
 			}
+			var hasAt int
+			if err := s.w.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('run_events') WHERE name = 'at'`).Scan(&hasAt); err != nil {
+				s.w.abort()
+				return err
+			}
+			if hasAt == 0 {
+				if _, err := s.w.conn.ExecContext(ctx, sqlEventsAt); err != nil {
+					s.w.abort()
+					return err
+				}
+			}
 			if _, err := s.w.exec(s.w.commit); err != nil {
 				s.w.abort()
 				return err
@@ -76,8 +98,9 @@ func (s *Store) eventStmts(ctx context.Context) (*eventStatements, error) {
 			return prepareAll(ctx, s.w.conn, []prepared{
 				{&e.last, `SELECT COALESCE(MAX(id), 0) FROM run_events WHERE run_id = ?`},
 				// One statement for a batch: the events as a JSON array.
-				{&e.insert, `INSERT INTO run_events (run_id, id, event) SELECT ?1, ?2 + key + 1, value FROM json_each(?3)`},
+				{&e.insert, `INSERT INTO run_events (run_id, id, event, at) SELECT ?1, ?2 + key + 1, value, ?4 FROM json_each(?3)`},
 				{&e.truncate, `DELETE FROM run_events WHERE run_id = ? AND id <= ?`},
+				{&e.expire, `DELETE FROM run_events WHERE at < ?`},
 			})
 		})
 		if e.err == nil {
@@ -93,7 +116,7 @@ func (s *Store) eventStmts(ctx context.Context) (*eventStatements, error) {
 // closeEvents closes the event log's statements.
 func (e *eventStatements) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{e.since, e.last, e.insert, e.truncate} {
+	for _, st := range []*sql.Stmt{e.since, e.last, e.insert, e.truncate, e.expire} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -134,7 +157,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, evs []pregel.Eve
 		if err := s.w.queryRow(e.last, runID).Scan(&last); err != nil {
 			return err
 		}
-		if _, err := s.w.exec(e.insert, runID, last, buf.Bytes()); err != nil {
+		if _, err := s.w.exec(e.insert, runID, last, buf.Bytes(), time.Now().UnixMilli()); err != nil {
 			return err
 		}
 		for i := range evs {
@@ -189,4 +212,62 @@ func (s *Store) EventsSince(ctx context.Context, runID string, after int64, limi
 		return runs.EventPage{}, fmt.Errorf("sqlite: read events of run %q: %w", runID, err)
 	}
 	return page, nil
+}
+
+var _ runs.EventExpirer = (*Store)(nil)
+
+// ExpireEvents implements [runs.EventExpirer]: one statement deletes the
+// events appended before before (rows of a store older than the column
+// at count as appended at the Unix epoch).
+func (s *Store) ExpireEvents(ctx context.Context, before time.Time) (int, error) {
+	e, err := s.eventStmts(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = s.w.inTx(ctx, func() error {
+		res, err := s.w.exec(e.expire, before.UnixMilli())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete events appended before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return int(n), nil
+}
+
+var _ runs.StorageMeter = (*Store)(nil)
+
+// sqlRunStorage measures a run's rows: its steps' metadata and changes,
+// the part of the changes that is segments (channels named with the
+// segment separator, U+001F), its task results and its events. It reads
+// the run's steps by their key range and its events by run id.
+const sqlRunStorage = `
+WITH r AS (SELECT id FROM runs WHERE run_id = ?1),
+s AS (SELECT meta, changes FROM steps WHERE id >= (SELECT id FROM r) << 32 AND id < ((SELECT id FROM r) + 1) << 32)
+SELECT
+	(SELECT COALESCE(SUM(length(CAST(meta AS BLOB)) + length(CAST(changes AS BLOB))), 0) FROM s),
+	(SELECT COALESCE(SUM(length(CAST(j.value AS BLOB)) + length(CAST(j.key AS BLOB))), 0) FROM s, json_each(CAST(s.changes AS TEXT)) AS j WHERE instr(j.key, char(31)) > 0),
+	(SELECT COALESCE(SUM(length(CAST(result AS BLOB))), 0) FROM pending_tasks WHERE run_id = ?1),
+	(SELECT COALESCE(SUM(length(CAST(event AS BLOB))), 0) FROM run_events WHERE run_id = ?1)`
+
+// RunStorage implements [runs.StorageMeter]: one query over the run's
+// rows (see sqlRunStorage); the record is the Service's to count.
+func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, error) {
+	if _, err := s.eventStmts(ctx); err != nil { // the events table exists
+		return runs.Storage{}, err
+	}
+	var steps, segs, tasks, events int64
+	if err := s.db.QueryRowContext(ctx, sqlRunStorage, runID).Scan(&steps, &segs, &tasks, &events); err != nil {
+		return runs.Storage{}, fmt.Errorf("sqlite: measure run %q: %w", runID, err)
+	}
+	return runs.Storage{
+		CheckpointBytes: steps - segs + tasks,
+		SegmentBytes:    segs,
+		EventBytes:      events,
+		Measured:        []string{runs.StorageCheckpoints, runs.StorageEvents},
+	}, nil
 }

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -40,5 +41,30 @@ func TestEventLogSurvivesReopen(t *testing.T) {
 	got, err := s2.AppendEvents(ctx, "r1", []pregel.Event{{Type: pregel.EventRunFinished, RunID: "r1"}})
 	if err != nil || got[0].ID != 3 {
 		t.Fatalf("append after reopening = %+v, %v; want id 3", got, err)
+	}
+}
+
+// TestEventExpiry: the SQLite log deletes what expired, and a run's events
+// go with the run.
+func TestEventExpiry(t *testing.T) {
+	runstest.RunEventExpiry(t, func(t *testing.T) runstest.ExpiringEventLog {
+		return open(t, filepath.Join(t.TempDir(), "superstep.db"))
+	})
+}
+
+// TestFlatBytesPerTurn: a conversation on one thread stores as much per
+// turn late as early, everything counted, as dev runs it (events of runs
+// nobody watches are not stored). With SUPERSTEP_FLAT_TURNS (100 for the
+// issue's figure), also with every run's events stored (EventsOn).
+func TestFlatBytesPerTurn(t *testing.T) {
+	modes := []runs.EventsMode{runs.EventsWatched}
+	if os.Getenv(runstest.FlatTurnsEnv) != "" {
+		modes = append(modes, runs.EventsOn)
+	}
+	for _, mode := range modes {
+		t.Run(string(mode), func(t *testing.T) {
+			s := open(t, filepath.Join(t.TempDir(), "superstep.db"))
+			runstest.FlatBytesPerTurn(t, runstest.FlatTurns(t), mode, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
+		})
 	}
 }
