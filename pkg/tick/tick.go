@@ -1046,12 +1046,37 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if len(tasks) == 1 && res.Final() && res.Status != pregel.NodeFailed {
+		return h.commitOnly(ctx, g, cp, *task, res, &run)
+	}
 	stored, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res)
 	if err != nil {
 		return fmt.Errorf("record task %s: %w", task.ID, err)
 	}
 	emitNodeFinished(ctx, *task, res)
 	return h.settle(ctx, g, cp, tasks, stored, &run)
+}
+
+// commitOnly commits the step of a single remote task with its final
+// result res, without recording the result first: as for a step of one
+// inline task, the commit follows at once and is the record. That saves
+// the result's write, the step fence read that goes with it, the read of
+// the step's results and their deletion after the commit. The task's
+// lease still keeps a second delivery from executing it meanwhile; a
+// handler that stops before the commit leaves no result, so the task is
+// executed again once its lease expires (a result is never recorded and
+// then computed again). If the commit fails, the result is recorded after
+// all (best effort), so that the delivery that comes back commits it
+// rather than wait for the lease.
+func (h *Handler) commitOnly(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, task pregel.Task, res pregel.TaskResult, seen *runs.Run) error {
+	emitNodeFinished(ctx, task, res)
+	err := h.commitIfSettled(ctx, g, cp, []pregel.Task{task}, []pregel.TaskResult{res}, seen)
+	if err != nil {
+		if _, rerr := h.Checkpoints.RecordTask(context.WithoutCancel(ctx), cp.RunID, cp.Step+1, res); rerr != nil {
+			h.log().WarnContext(ctx, "record a task result after its commit failed", "run_id", cp.RunID, "task_id", task.ID, "err", rerr)
+		}
+	}
+	return err
 }
 
 // SettleCounter is implemented by checkpointers that count the settled
