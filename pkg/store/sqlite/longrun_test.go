@@ -124,12 +124,12 @@ func stepBytes(tb testing.TB, path string) map[int]int {
 // within reports whether b is within frac of a.
 func within(a, b, frac float64) bool { return b >= a*(1-frac) && b <= a*(1+frac) }
 
-// TestLongRunFlat runs 3,000 supersteps on SQLite: the store calls and the
+// TestLongRunFlat runs 2,000 supersteps on SQLite: the store calls and the
 // stored bytes per step of the last thousand are within 10 % of the first
 // thousand's. (Times are logged, not checked: the machine's load moves
 // them; BenchmarkLongRun100k reports them.)
 func TestLongRunFlat(t *testing.T) {
-	first, last := longRun(t, 3000)
+	first, last := longRun(t, 2000)
 	t.Logf("first 1,000: %+v; last 1,000: %+v", first, last)
 	if !within(first.callsPerStep, last.callsPerStep, 0.10) {
 		t.Errorf("store calls per step: %.2f over the first 1,000 steps, %.2f over the last", first.callsPerStep, last.callsPerStep)
