@@ -153,13 +153,6 @@ func (e *Emulator) Invoke(t testing.TB, payload []byte) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// Stop stops the emulator and its bootstrap before the test ends (so that
-// the next Start is a cold start of a new process).
-func (e *Emulator) Stop() {
-	_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-	_ = e.cmd.Wait()
-}
-
 // Logs returns what the emulator and the bootstrap wrote so far.
 func (e *Emulator) Logs() string { return e.logs.String() }
 
