@@ -274,88 +274,168 @@ func (h *Handler) Tick(ctx context.Context, t Tick) error {
 	return h.tick(ctx, t, h.Chain.start(ctx))
 }
 
-// tick is Tick for one step of a chain (ch nil: no chain).
+// tickRun is what a tick has read and decided so far.
+type tickRun struct {
+	run     runs.Run
+	cp      *pregel.Checkpoint // nil: the run has no checkpoint yet
+	pending []pregel.TaskResult
+	g       *pregel.Graph // nil: not deployed here
+	tasks   []pregel.Task // the open step's, once planned
+	planned bool
+	adopted bool
+}
+
+// state is what decideTick needs of r, for a tick of step tickStep. The
+// open step's tasks are planned once, when the tick names that step.
+func (r *tickRun) state(tickStep int) tickState {
+	s := tickState{
+		found:    true,
+		active:   r.run.Status == pregel.RunPending || r.run.Status == pregel.RunRunning,
+		deployed: r.g != nil,
+		started:  r.cp != nil,
+		cancel:   r.run.CancelRequested,
+		drain:    r.run.DrainRequested,
+		tickStep: tickStep,
+		recorded: len(r.pending),
+		adopted:  r.adopted,
+	}
+	if r.g == nil || r.cp == nil {
+		return s
+	}
+	s.openStep, s.maxSteps = r.cp.Step+1, r.g.MaxSteps()
+	if !s.cancel && tickStep == s.openStep {
+		if !r.planned {
+			r.tasks, r.planned = r.g.Plan(r.cp), true
+		}
+		s.tasks = len(r.tasks)
+	}
+	return s
+}
+
+// tick is Tick for one step of a chain (ch nil: no chain): it reads the
+// run, then acts on decideTick until an action ends the tick.
 func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 	log := h.log().With("run_id", t.RunID, "step", t.Step)
-	run, cp, pending, err := h.load(ctx, t.RunID)
-	if errors.Is(err, runs.ErrNotFound) {
-		log.WarnContext(ctx, "tick for an unknown run; dropped")
-		return nil
+	r := &tickRun{}
+	var loadErr error
+	r.run, r.cp, r.pending, loadErr = h.load(ctx, t.RunID)
+	if loadErr != nil && !errors.Is(loadErr, runs.ErrNotFound) {
+		return loadErr
 	}
-	if err != nil {
-		return err
-	}
-	if run.Status != pregel.RunPending && run.Status != pregel.RunRunning {
-		log.DebugContext(ctx, "tick for a run that is not running; no-op", "status", run.Status)
-		return h.stopped(ctx, run) // finishes a hand-off cut short
-	}
-	if h.Tracer != nil {
-		label := t.Step
-		if run.CancelRequested && cp != nil {
-			label = cp.Step + 1 // a cancel tick names the step the run is at
+	r.adopted = r.run.GraphVersion == nil
+	traced := false
+	for {
+		var s tickState
+		if loadErr == nil {
+			s = r.state(t.Step)
 		}
-		var end func(error)
-		ctx, end = h.Tracer.StartTick(ctx, run, label, time.Time{})
-		defer func() { end(err) }()
-	}
-	noteRun(ctx, run)
-	g, ok := h.Graphs.Get(run.Graph)
-	if !ok {
-		return h.finish(ctx, nil, run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", run.Graph), "")
-	}
-	// fresh: this code writes the run's step 0 now, so the state is its
-	// version's whatever the record says (a run created by other code).
-	fresh := cp == nil
-	if cp == nil {
-		if ok, err := h.startThreadRun(ctx, run); ok {
-			return err
-		}
-		if cp, err = g.Start(ctx, run.ID, run.Input); err == nil {
-			if err = h.Checkpoints.Commit(ctx, cp); errors.Is(err, pregel.ErrStepConflict) {
-				// Another tick got there first and may have gone on.
-				if cp, err = h.Checkpoints.Load(ctx, run.ID, pregel.Latest); err == nil {
-					pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, cp.Step+1)
-				}
+		act := decideTick(s)
+		if act > tickStopped && !traced {
+			traced = true
+			var end func(error)
+			ctx, end = h.beginTick(ctx, r, t)
+			defer func() { end(err) }()
+			if g, ok := h.Graphs.Get(r.run.Graph); ok {
+				r.g = g
+				r.adopted = r.adopted || r.run.GraphVersion.Fingerprint == g.Fingerprint()
+				continue // decide with the graph
 			}
 		}
-		if err != nil {
-			return fmt.Errorf("load run %q: %w", run.ID, err)
+		switch act {
+		case tickDrop:
+			log.WarnContext(ctx, "tick for an unknown run; dropped")
+			return nil
+		case tickStopped:
+			log.DebugContext(ctx, "tick for a run that is not running; no-op", "status", r.run.Status)
+			return h.stopped(ctx, r.run) // finishes a hand-off cut short
+		case tickNotDeployed:
+			return h.finish(ctx, nil, r.run.ID, pregel.RunFailed, nil, fmt.Sprintf("graph %q is not deployed", r.run.Graph), "")
+		case tickStart:
+			if done, err := h.startRun(ctx, r); done || err != nil {
+				return err
+			}
+		case tickCancel:
+			return h.cancel(ctx, r.g, r.cp, r.pending)
+		case tickResend, tickIgnore:
+			// A duplicate or late tick. If the step it names is committed
+			// but the next tick may not have been sent, send it again; the
+			// queue drops it if it was.
+			log.DebugContext(ctx, "tick does not match the open step; no-op", "open_step", r.cp.Step+1)
+			if act == tickResend {
+				return h.advance(ctx, r.g, r.cp, &r.run)
+			}
+			return nil
+		case tickAdvance:
+			return h.advance(ctx, r.g, r.cp, &r.run)
+		case tickDrain:
+			// The step has not started: stop at the boundary before it. A
+			// step with recorded results is in progress: it is completed and
+			// committed first, and advance stops the run after it.
+			return h.finish(ctx, r.cp, r.run.ID, pregel.RunDrained, nil, "", "")
+		case tickAdopt:
+			cp, ok, err := h.adopt(ctx, r.g, r.run, r.cp, r.pending)
+			if !ok {
+				return err
+			}
+			r.cp, r.adopted = cp, true
+		case tickMaxSteps:
+			return h.finish(ctx, r.cp, r.run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", r.g.MaxSteps()), "")
+		default:
+			return h.execute(ctx, r, ch)
 		}
 	}
+}
+
+// beginTick starts the tick's span (with a Tracer) and notes the run for
+// its events, once the tick knows the run is active.
+func (h *Handler) beginTick(ctx context.Context, r *tickRun, t Tick) (context.Context, func(error)) {
+	end := func(error) {}
+	if h.Tracer != nil {
+		label := t.Step
+		if r.run.CancelRequested && r.cp != nil {
+			label = r.cp.Step + 1 // a cancel tick names the step the run is at
+		}
+		ctx, end = h.Tracer.StartTick(ctx, r.run, label, time.Time{})
+	}
+	noteRun(ctx, r.run)
+	return ctx, end
+}
+
+// startRun writes the step 0 of a run that has none (or starts a
+// thread's run: then done is true). A run whose step 0 this code writes
+// has its version's state, whatever its record says (a run created by
+// other code).
+func (h *Handler) startRun(ctx context.Context, r *tickRun) (done bool, err error) {
+	if ok, err := h.startThreadRun(ctx, r.run); ok {
+		return true, err
+	}
+	cp, err := r.g.Start(ctx, r.run.ID, r.run.Input)
+	if err == nil {
+		if err = h.Checkpoints.Commit(ctx, cp); errors.Is(err, pregel.ErrStepConflict) {
+			// Another tick got there first and may have gone on.
+			if cp, err = h.Checkpoints.Load(ctx, r.run.ID, pregel.Latest); err == nil {
+				r.pending, err = h.Checkpoints.PendingTasks(ctx, r.run.ID, cp.Step+1)
+			}
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("load run %q: %w", r.run.ID, err)
+	}
+	r.cp = cp
+	if cp.Step == 0 {
+		st := r.g.Stamp()
+		r.run.GraphVersion = &st
+		r.adopted = true
+	}
+	return false, nil
+}
+
+// execute runs the open step of a tick that decided tickExecute: its
+// inline tasks here, its remote ones sent to node handlers, and commits
+// it when every task has settled.
+func (h *Handler) execute(ctx context.Context, r *tickRun, ch *chain) (err error) {
+	run, cp, pending, g, tasks := r.run, r.cp, r.pending, r.g, r.tasks
 	step := cp.Step + 1
-	if run.CancelRequested {
-		return h.cancel(ctx, g, cp, pending)
-	}
-	if t.Step != step {
-		// A duplicate or late tick. If the step it names is committed
-		// but the next tick may not have been sent, send it again; the
-		// queue drops it if it was.
-		log.DebugContext(ctx, "tick does not match the open step; no-op", "open_step", step)
-		if t.Step < step {
-			return h.advance(ctx, g, cp, &run)
-		}
-		return nil
-	}
-	tasks := g.Plan(cp)
-	if len(tasks) == 0 {
-		return h.advance(ctx, g, cp, &run)
-	}
-	if run.DrainRequested && len(pending) == 0 {
-		// The step has not started: stop at the boundary before it. A
-		// step with recorded results is in progress: it is completed and
-		// committed first, and advance stops the run after it.
-		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
-	}
-	if fresh && cp.Step == 0 {
-		st := g.Stamp()
-		run.GraphVersion = &st
-	}
-	if cp, ok, err = h.adopt(ctx, g, run, cp, pending); !ok {
-		return err
-	}
-	if cp.Step >= g.MaxSteps() {
-		return h.finish(ctx, cp, run.ID, pregel.RunFailed, nil, fmt.Sprintf("run reached %d supersteps with work left; raise the graph's MaxSteps if the loop is meant to run longer", g.MaxSteps()), "")
-	}
 	h.annotate(ctx, len(tasks), "")
 	starting := run.Status == pregel.RunPending
 	if starting {
@@ -378,50 +458,20 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: step, Tasks: len(tasks)})
 	}
 	settled := settledResults(pending)
-	var inline []pregel.Task
-	var sends []NodeTask
-	remote := 0
-	for _, task := range tasks {
-		if _, ok := settled[task.ID]; ok {
-			continue
-		}
-		if info, _ := g.Node(task.Node()); info.IsRemote() {
-			remote++
-			sends = append(sends, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID})
-			continue
-		}
-		inline = append(inline, task)
+	inline, remote := splitTasks(g, tasks, settled)
+	sends := make([]NodeTask, 0, len(remote))
+	for _, task := range remote {
+		sends = append(sends, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID})
 	}
 	if err := h.sendTasks(ctx, sends); err != nil { // in batches: fanout.go
 		return err
 	}
 	if len(inline) > 0 {
-		resume := map[string]map[string]json.RawMessage{}
-		for _, p := range pending {
-			if p.Status == pregel.NodeInterrupted {
-				resume[p.TaskID] = p.Resume
-			}
-		}
-		// Record each result unless the step has a single task: then the
-		// commit follows at once and is the record. A single task needs no
-		// lease either: the tick queue is FIFO per run, so no other tick of
-		// the run runs at the same time, and its result is not recorded
-		// before the step commits. That saves a write per superstep.
-		multi := len(tasks) > 1
-		results, err := h.executeInline(ctx, g, run, cp, inline, resume, multi, multi)
-		if err != nil {
+		if err := h.runInline(ctx, g, run, cp, tasks, inline, pending, settled); err != nil {
 			return err
 		}
-		if len(results) < len(inline) {
-			// Another handler executes some of them; come back later.
-			h.annotate(ctx, 0, "claimed")
-			return ErrClaimed
-		}
-		for _, r := range results {
-			settled[r.TaskID] = r
-		}
 	}
-	if remote > 0 {
+	if len(remote) > 0 {
 		if len(inline) == 0 {
 			// Every task left is a node handler's: the last one to
 			// record its result sees the others' and commits.
@@ -431,15 +481,11 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		// Node handlers may have finished while inline tasks ran, and
 		// not seen their results: if all are in, commit now; otherwise
 		// the last node handler commits.
-		if pending, err = h.Checkpoints.PendingTasks(ctx, run.ID, step); err != nil {
+		if all, err := h.allSettled(ctx, g, run.ID, step, tasks, settled); err != nil || !all {
+			if err == nil {
+				h.annotate(ctx, 0, "dispatched")
+			}
 			return err
-		}
-		for id, r := range settledResults(pending) {
-			settled[id] = r
-		}
-		if !g.StepSettled(tasks, settled) { // fan-out policies: fanout.go
-			h.annotate(ctx, 0, "dispatched")
-			return nil
 		}
 	}
 	// When the commit goes on to send the next step's remote tasks, that
@@ -524,6 +570,66 @@ func (h *Handler) answer(ctx context.Context, run runs.Run, step int, pending []
 		return nil, err
 	}
 	return pending, nil
+}
+
+// splitTasks sorts the tasks of a step that have no settled result into
+// those this handler executes and those node handlers do, in order.
+func splitTasks(g *pregel.Graph, tasks []pregel.Task, settled map[string]pregel.TaskResult) (inline, remote []pregel.Task) {
+	for _, task := range tasks {
+		if _, ok := settled[task.ID]; ok {
+			continue
+		}
+		if info, _ := g.Node(task.Node()); info.IsRemote() {
+			remote = append(remote, task)
+			continue
+		}
+		inline = append(inline, task)
+	}
+	return inline, remote
+}
+
+// runInline executes the inline tasks of a step (tasks, all of it; with
+// the results recorded so far, pending) and adds their results to
+// settled. It returns ErrClaimed when another handler holds some of them.
+func (h *Handler) runInline(ctx context.Context, g *pregel.Graph, run runs.Run, cp *pregel.Checkpoint, tasks, inline []pregel.Task, pending []pregel.TaskResult, settled map[string]pregel.TaskResult) error {
+	resume := map[string]map[string]json.RawMessage{}
+	for _, p := range pending {
+		if p.Status == pregel.NodeInterrupted {
+			resume[p.TaskID] = p.Resume
+		}
+	}
+	// Record each result unless the step has a single task: then the
+	// commit follows at once and is the record. A single task needs no
+	// lease either: the tick queue is FIFO per run, so no other tick of
+	// the run runs at the same time, and its result is not recorded
+	// before the step commits. That saves a write per superstep.
+	multi := len(tasks) > 1
+	results, err := h.executeInline(ctx, g, run, cp, inline, resume, multi, multi)
+	if err != nil {
+		return err
+	}
+	if len(results) < len(inline) {
+		// Another handler executes some of them; come back later.
+		h.annotate(ctx, 0, "claimed")
+		return ErrClaimed
+	}
+	for _, r := range results {
+		settled[r.TaskID] = r
+	}
+	return nil
+}
+
+// allSettled reads the results recorded for step into settled and
+// reports whether every one of tasks has settled.
+func (h *Handler) allSettled(ctx context.Context, g *pregel.Graph, runID string, step int, tasks []pregel.Task, settled map[string]pregel.TaskResult) (bool, error) {
+	pending, err := h.Checkpoints.PendingTasks(ctx, runID, step)
+	if err != nil {
+		return false, err
+	}
+	for id, r := range settledResults(pending) {
+		settled[id] = r
+	}
+	return g.StepSettled(tasks, settled), nil // fan-out policies: fanout.go
 }
 
 // executeInline runs tasks concurrently in this process.
@@ -935,6 +1041,9 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if len(tasks) == 1 && res.Final() && res.Status != pregel.NodeFailed {
+		return h.commitOnly(ctx, g, cp, *task, res, &run)
+	}
 	stored, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res)
 	if errors.Is(err, pregel.ErrStepConflict) && g.FanOutMinimum(*task) > 0 {
 		// The step committed while the task ran: its fan-out reached its
@@ -947,6 +1056,28 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	}
 	emitNodeFinished(ctx, *task, res)
 	return h.settle(ctx, g, cp, tasks, stored, &run)
+}
+
+// commitOnly commits the step of a single remote task with its final
+// result res, without recording the result first: as for a step of one
+// inline task, the commit follows at once and is the record. That saves
+// the result's write, the step fence read that goes with it, the read of
+// the step's results and their deletion after the commit. The task's
+// lease still keeps a second delivery from executing it meanwhile; a
+// handler that stops before the commit leaves no result, so the task is
+// executed again once its lease expires (a result is never recorded and
+// then computed again). If the commit fails, the result is recorded after
+// all (best effort), so that the delivery that comes back commits it
+// rather than wait for the lease.
+func (h *Handler) commitOnly(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, task pregel.Task, res pregel.TaskResult, seen *runs.Run) error {
+	emitNodeFinished(ctx, task, res)
+	err := h.commitIfSettled(ctx, g, cp, []pregel.Task{task}, []pregel.TaskResult{res}, seen)
+	if err != nil {
+		if _, rerr := h.Checkpoints.RecordTask(context.WithoutCancel(ctx), cp.RunID, cp.Step+1, res); rerr != nil {
+			h.log().WarnContext(ctx, "record a task result after its commit failed", "run_id", cp.RunID, "task_id", task.ID, "err", rerr)
+		}
+	}
+	return err
 }
 
 // SettleCounter is implemented by checkpointers that count the settled

@@ -323,7 +323,7 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	}
 
 	commit := newID()
-	plan, err := s.planCommit(cp, commit, prev)
+	plan, err := planCommit(cp, commit, prev)
 	if err != nil {
 		return err
 	}
@@ -413,40 +413,113 @@ const (
 	refDocSize = 200
 )
 
-// planCommit lays out the items of a commit. The step item holds the
-// metadata, the manifest and the values the step changed, the smallest
-// first while the item stays under maxStepItem; values that do not fit get
-// a blob each when they are larger than a chunk and share one blob
-// otherwise.
+// planCommit lays out the items of a commit, without a request: it is a
+// pure function of the checkpoint, the commit's id and the previous
+// step's entry (nil for step 0). The step item holds the metadata, the
+// manifest and the values the step changed, the smallest first while the
+// item stays under maxStepItem; values that do not fit get a blob each
+// when they are larger than a chunk and share one blob otherwise
+// (placeValues).
 //
 // A value the step did not change stays where it is, in the item of an
-// earlier step, unless storing it again makes this step cheaper to load:
-// for every earlier item that a load of this step would read, the values
-// it holds are copied into this item when the write units this adds (at
-// writeCostInReads read units each) plus the read units it adds to reading
-// this item are at most the read units of reading that item. Small values
-// beside a large one that changes at every step are thus carried along,
-// and a load reads one item.
-func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry) (*commitPlan, error) {
-	pk := runPK(cp.RunID)
-	step := cp.Step
+// earlier step, unless storing it again makes this step cheaper to load
+// (carryHeld).
+func planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry) (*commitPlan, error) {
 	var prevMan manifest
 	prevSize := 0
 	if prev != nil {
 		prevMan, prevSize = prev.man, prev.size
 	}
-	man := make(manifest, len(cp.Versions))
-	var stored []chanValue
-	// held lists the unchanged inline values by the step whose item holds
-	// them.
-	held := map[int][]chanValue{}
+	man, stored, held, err := layoutChannels(cp, prevMan, prevSize)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := marshal(stepMeta{
+		Graph:        cp.Graph,
+		Next:         cp.Next,
+		Barriers:     cp.Barriers,
+		Tasks:        cp.Tasks,
+		Counters:     cp.Counters,
+		DrainRequest: cp.DrainRequest,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode: %w", cp.Step, cp.RunID, err)
+	}
+	manJSON, err := marshal(man)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
+	}
+	pk, sk := runPK(cp.RunID), stepSK(cp.Step)
+	fixed := len(attrPK) + len(pk) + len(attrSK) + len(sk) + len(attrCommit) + len(commit) +
+		docSize(attrMeta, len(meta)) + len(attrVals) + 3
+	plan := &commitPlan{man: man}
+	vals, size := placeValues(plan, commit, fixed, len(manJSON), stored)
+	carryHeld(man, vals, held, cp.Step, size)
+
+	if manJSON, err = marshal(man); err != nil {
+		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
+	}
+	plan.item = key(pk, sk)
+	plan.item[attrCommit] = str(commit)
+	for _, doc := range []struct {
+		name string
+		data []byte
+	}{{attrMeta, meta}, {attrManifest, manJSON}} {
+		b, err := docAttr(plan.item, doc.name, doc.data, maxInlineDoc)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
+		}
+		if b != nil {
+			plan.blobs = append(plan.blobs, *b)
+		}
+	}
+	if len(vals) > 0 {
+		plan.item[attrVals] = &types.AttributeValueMemberM{Value: vals}
+	}
+	plan.size = ItemSize(plan.item)
+	if plan.size > maxItemSize {
+		return nil, fmt.Errorf("dynamo: commit step %d of run %q: the step item would be %d bytes, over DynamoDB's %d", cp.Step, cp.RunID, plan.size, maxItemSize)
+	}
+	return plan, nil
+}
+
+// requests is the number of write requests the plan takes: the step
+// item's PutItem, and a BatchWriteItem per 25 chunks of its blobs (when
+// none is throttled).
+func (p *commitPlan) requests() int {
+	chunks := 0
+	for _, b := range p.blobs {
+		chunks += b.ref.Chunks
+	}
+	return 1 + (chunks+24)/25
+}
+
+// writeUnits is the write capacity the plan's items take, as DynamoDB
+// counts it: a unit per KiB (rounded up) of each item.
+func (p *commitPlan) writeUnits(pk string) int {
+	n := writeUnits(p.size)
+	for _, item := range blobItems(pk, p.blobs) {
+		n += writeUnits(ItemSize(item))
+	}
+	return n
+}
+
+// layoutChannels places each channel of cp in the manifest: a channel the
+// step did not change keeps the location the previous step's manifest
+// gives it (prevSize, that step item's size, sized in when it lives
+// there); a changed one is cleared, empty or a value to store. held lists
+// the unchanged inline values by the step whose item holds them.
+func layoutChannels(cp *pregel.Checkpoint, prevMan manifest, prevSize int) (man manifest, stored []chanValue, held map[int][]chanValue, err error) {
+	step := cp.Step
+	man = make(manifest, len(cp.Versions))
+	held = map[int][]chanValue{}
 	for _, ch := range slices.Sorted(maps.Keys(cp.Versions)) {
 		v := cp.Versions[ch]
 		if cp.Unloaded[ch] {
 			// Not read, so not changed: where the previous step has it.
 			old, ok := prevMan[ch]
 			if !ok || v >= step || old.Version != v || old.Cleared {
-				return nil, fmt.Errorf("dynamo: commit step %d of run %q: channel %q was not loaded, and step %d does not hold its version %d", cp.Step, cp.RunID, ch, step-1, v)
+				return nil, nil, nil, fmt.Errorf("dynamo: commit step %d of run %q: channel %q was not loaded, and step %d does not hold its version %d", cp.Step, cp.RunID, ch, step-1, v)
 			}
 			if old.home() == step-1 && old.From == "" {
 				old.Size = prevSize
@@ -479,35 +552,29 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 		}
 		man[ch] = loc
 	}
-	meta, err := marshal(stepMeta{
-		Graph:        cp.Graph,
-		Next:         cp.Next,
-		Barriers:     cp.Barriers,
-		Tasks:        cp.Tasks,
-		Counters:     cp.Counters,
-		DrainRequest: cp.DrainRequest,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode: %w", cp.Step, cp.RunID, err)
-	}
-	manJSON, err := marshal(man)
-	if err != nil {
-		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
-	}
+	return man, stored, held, nil
+}
 
-	// The size of the item without values, the manifest estimated with a
-	// blob location for every value stored: each value placed in the
-	// item takes its location off.
-	docSize := func(name string, n int) int {
-		if n > maxInlineDoc {
-			return len(name) + len(refSuffix) + refDocSize
-		}
-		return len(name) + n
+// docSize is what a document attribute of n bytes adds to an item: itself,
+// or a blob reference when it is over maxInlineDoc.
+func docSize(name string, n int) int {
+	if n > maxInlineDoc {
+		return len(name) + len(refSuffix) + refDocSize
 	}
-	sk := stepSK(step)
-	fixed := len(attrPK) + len(pk) + len(attrSK) + len(sk) + len(attrCommit) + len(commit) +
-		docSize(attrMeta, len(meta)) + len(attrVals) + 3
-	manSize := len(manJSON) + blobLocSize*len(stored)
+	return len(name) + n
+}
+
+// placeValues puts the values the step stored into the step item (vals),
+// the smallest first while the item stays under maxStepItem, and the
+// others into blobs of plan, updating their locations in plan.man. fixed
+// is the size of the item without its manifest and values, manLen the
+// length of the manifest's JSON without blob locations. It returns the
+// item's values and its estimated size.
+func placeValues(plan *commitPlan, commit string, fixed, manLen int, stored []chanValue) (map[string]types.AttributeValue, int) {
+	man := plan.man
+	// The manifest estimated with a blob location for every value
+	// stored: each value placed in the item takes its location off.
+	manSize := manLen + blobLocSize*len(stored)
 	valsSize := 0
 	itemSizeWith := func(manSize, valsSize int) int { return fixed + docSize(attrManifest, manSize) + valsSize }
 	vals := map[string]types.AttributeValue{}
@@ -522,8 +589,6 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 		manSize -= blobLocSize
 		valsSize += v.valsEntrySize()
 	}
-	size := itemSizeWith(manSize, valsSize)
-	plan := &commitPlan{man: man}
 	var pack []byte
 	var packed []string
 	for i, v := range out {
@@ -548,9 +613,18 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 			man[ch] = loc
 		}
 	}
+	return vals, itemSizeWith(manSize, valsSize)
+}
 
-	// Values of earlier items worth storing again, the most read units
-	// saved per byte first.
+// carryHeld stores again, in the step item (vals, of estimated size
+// size), values of earlier items that a load of this step would read:
+// for each such item, the values it holds are copied when the write units
+// this adds (at writeCostInReads read units each) plus the read units it
+// adds to reading this item are at most the read units of reading that
+// item. Small values beside a large one that changes at every step are
+// thus carried along, and a load reads one item. The groups go the most
+// read units saved per byte first.
+func carryHeld(man manifest, vals map[string]types.AttributeValue, held map[int][]chanValue, step, size int) {
 	type group struct {
 		values      []chanValue
 		bytes, save int
@@ -588,32 +662,6 @@ func (s *Store) planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry
 		}
 		size = next
 	}
-
-	if manJSON, err = marshal(man); err != nil {
-		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
-	}
-	plan.item = key(pk, sk)
-	plan.item[attrCommit] = str(commit)
-	for _, doc := range []struct {
-		name string
-		data []byte
-	}{{attrMeta, meta}, {attrManifest, manJSON}} {
-		b, err := docAttr(plan.item, doc.name, doc.data, maxInlineDoc)
-		if err != nil {
-			return nil, fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
-		}
-		if b != nil {
-			plan.blobs = append(plan.blobs, *b)
-		}
-	}
-	if len(vals) > 0 {
-		plan.item[attrVals] = &types.AttributeValueMemberM{Value: vals}
-	}
-	plan.size = ItemSize(plan.item)
-	if plan.size > maxItemSize {
-		return nil, fmt.Errorf("dynamo: commit step %d of run %q: the step item would be %d bytes, over DynamoDB's %d", cp.Step, cp.RunID, plan.size, maxItemSize)
-	}
-	return plan, nil
 }
 
 // query reads, with strongly consistent reads, the items of partition pk

@@ -367,7 +367,7 @@ func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 	}
 	pk := runPK(cp.RunID)
 	commit := newID()
-	plan, err := s.planCommit(cp, commit, &stepEntry{man: inherited})
+	plan, err := planCommit(cp, commit, &stepEntry{man: inherited})
 	if err != nil {
 		return err
 	}
