@@ -153,6 +153,9 @@ func TestCrashAfterSecondOfThreeCallsCallsOnlyTheThirdAgain(t *testing.T) {
 			if n := calls(t, logPath); n["A-1"] != 1 || n["B-2"] != 1 || n["C-3"] != 0 {
 				t.Fatalf("before the crash: %v", n)
 			}
+			// The process dies: its connections (and a stdio server) go
+			// with it, so no late call of its own reaches a server.
+			ts.Close()
 			if err := os.Remove(blockPath); err != nil {
 				t.Fatal(err)
 			}
