@@ -3,15 +3,30 @@ GO        ?= go
 PKGS      := ./...
 BENCHTIME ?= 1s
 
-.PHONY: run test lint bench bench-fanout bench-fanout10k build fmt vet staticcheck fuzz
+.PHONY: run test lint bench bench-fanout bench-fanout10k build fmt vet staticcheck fuzz mcp-tools
 
 ## run: run the example graph end to end on this machine (no cloud account needed)
 run:
 	$(GO) run ./cmd/superstep run support-triage --input @examples/triage/input.json --answer approve
 
 ## test: lint, then every test with the race detector
-test: lint
+test: lint mcp-tools
 	$(GO) test -race -count=1 $(PKGS)
+
+# The npm tools the MCP tests drive (conformance suite, inspector CLI,
+# server-everything, and a Node.js 22 for them), pinned by the lockfile in
+# internal/mcptest/npm and installed into its node_modules once. Without
+# npm: a warning, and those tests skip loudly (they fail when CI is set).
+MCP_NPM := internal/mcptest/npm
+
+## mcp-tools: install the MCP test tools (npm ci, once; again when the lockfile changes)
+mcp-tools: $(MCP_NPM)/node_modules/.installed
+$(MCP_NPM)/node_modules/.installed: $(MCP_NPM)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(MCP_NPM) --no-audit --no-fund --ignore-scripts --loglevel=error && touch $@; \
+	else \
+		echo "WARNING: npm not found: the MCP conformance, inspector and server-everything tests will skip (CI requires them)" >&2; \
+	fi
 
 # staticcheck (honnef.co/go/tools), fetched from the module proxy by
 # `go run` at this version (v0.8 supports go 1.26); nothing to install.

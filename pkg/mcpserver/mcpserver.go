@@ -22,10 +22,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/superstep/superstep/pkg/pregel"
@@ -120,12 +122,23 @@ func describe(g *pregel.Graph) string {
 }
 
 // inputSchema is the tool's input: the graph's channels as properties
-// (any JSON value each), text when the graph takes text, and thread_id
-// for graphs that keep conversations.
+// (each typed by the JSON schema of its Go type, derived from the graph's
+// state struct; any JSON value when it has none), text when the graph
+// takes text, and thread_id for graphs that keep conversations.
 func inputSchema(g *pregel.Graph) json.RawMessage {
+	typed := channelSchemas(g.StateType())
 	props := map[string]any{}
 	for _, ch := range g.Channels() {
-		props[ch] = map[string]any{"description": "a value for the graph's channel " + ch + " (written through its reducer)"}
+		desc := "a value for the graph's channel " + ch + " (written through its reducer)"
+		cs, ok := typed[ch]
+		if !ok {
+			props[ch] = map[string]any{"description": desc}
+			continue
+		}
+		if cs.Description == "" {
+			cs.Description = desc
+		}
+		props[ch] = cs
 	}
 	if g.TextChannel() != "" {
 		if _, taken := props["text"]; !taken {
@@ -437,4 +450,22 @@ func lastAssistant(raw json.RawMessage) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// channelSchemas derives the JSON schema of each channel from the graph's
+// state struct (its fields are the channels, by their JSON names). A type
+// JSON schema cannot describe (a func, a map with other keys) is left
+// out: such a channel takes any JSON value.
+func channelSchemas(state reflect.Type) map[string]*jsonschema.Schema {
+	for state != nil && state.Kind() == reflect.Pointer {
+		state = state.Elem()
+	}
+	if state == nil || state.Kind() != reflect.Struct {
+		return nil
+	}
+	s, err := jsonschema.ForType(state, &jsonschema.ForOptions{IgnoreInvalidTypes: true})
+	if err != nil {
+		return nil
+	}
+	return s.Properties
 }

@@ -158,6 +158,19 @@ func TestGraphsAreTools(t *testing.T) {
 	if !strings.Contains(string(schema), `"to"`) || !strings.Contains(string(schema), `"n"`) || strings.Contains(string(schema), `"text"`) {
 		t.Fatalf("count's schema %s", schema)
 	}
+	// Each channel typed from the state struct's field (google/jsonschema-go).
+	var countSchema struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(schema, &countSchema); err != nil || countSchema.Properties["to"].Type != "integer" || countSchema.Properties["n"].Type != "integer" {
+		t.Fatalf("count's channels are not typed: %v %s", err, schema)
+	}
+	bad, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"to": "three"}})
+	if err == nil && (bad == nil || !bad.IsError) {
+		t.Fatalf("count {to: \"three\"} was accepted: %+v", bad)
+	}
 	schema, _ = json.Marshal(tools["assistant"].InputSchema)
 	if !strings.Contains(string(schema), `"text"`) || !strings.Contains(tools["assistant"].Description, "The shop's assistant") {
 		t.Fatalf("assistant's schema %s, description %q", schema, tools["assistant"].Description)

@@ -36,6 +36,12 @@ type Checkpoint struct {
 	// DrainRequest is the reason given by a node that asked, during this
 	// step, for the run to drain. Empty when none did.
 	DrainRequest string `json:"drain_request,omitempty"`
+	// Stamp identifies the graph whose code wrote this checkpoint (its
+	// version, fingerprint and reducers). A run or thread continuing on
+	// other code is checked against it (Graph.Adopt) before anything runs,
+	// so a migration is applied once: the next step records the new
+	// graph's stamp. Nil in checkpoints written before stamps were stored.
+	Stamp *Stamp `json:"stamp,omitempty"`
 	// Unloaded names the channels whose values a store did not read: a
 	// checkpoint loaded in part, for a step that reads only some channels
 	// (see Graph.StepReads). Those channels have a version and a value in

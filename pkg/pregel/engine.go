@@ -192,7 +192,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 		RunID: cp.RunID, Graph: cp.Graph, Step: step,
 		Values: cp.Values, Versions: cp.Versions, Barriers: cp.Barriers,
 		Counters: cp.Counters, Tasks: make([]TaskStatus, 0, len(tasks)),
-		Unloaded: cp.Unloaded,
+		Unloaded: cp.Unloaded, Stamp: g.stamp,
 	}
 	unloadedCopied := false
 	written := make(map[string]string) // last-value channel -> node

@@ -633,9 +633,11 @@ type Graph struct {
 	fanPolicies map[string]*fanPolicy
 
 	// Versions (version.go).
-	version        string
-	fingerprint    string
-	reducerNames   map[string]string // channel -> reducer name, when not last value
+	version      string
+	fingerprint  string
+	reducerNames map[string]string // channel -> reducer name, when not last value
+	// stamp is Stamp(), shared by every checkpoint this graph writes.
+	stamp          *Stamp
 	channelTypes   map[string]string // channel -> Go type
 	successors     map[string][]string
 	nodeRenames    map[string]string // old name -> name now

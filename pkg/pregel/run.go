@@ -37,10 +37,12 @@ type runConfig struct {
 }
 
 // WithPrior tells Resume which graph wrote the run's state (the stamp its
-// record keeps): when it is not this graph, Resume adopts the state with
-// Graph.Adopt before anything runs, and fails with an error wrapping
-// ErrIncompatible when the run cannot continue here. applied, if not nil,
-// receives what Adopt applied (renames, a migration).
+// record keeps) when its latest checkpoint has no Stamp (one stored before
+// checkpoints kept it); the checkpoint's stamp wins otherwise. When it is
+// not this graph, Resume adopts the state with Graph.Adopt before anything
+// runs, and fails with an error wrapping ErrIncompatible when the run
+// cannot continue here. applied, if not nil, receives what Adopt applied
+// (renames, a migration), whichever stamp was used.
 func WithPrior(s Stamp, applied func([]string)) RunOption {
 	return func(c *runConfig) { c.prior, c.adopted = &s, applied }
 }
@@ -226,8 +228,14 @@ func (g *Graph) Resume(ctx context.Context, runID string, opts ...RunOption) (*R
 	if pending, err = g.answer(ctx, cfg, cp, pending); err != nil {
 		return nil, err
 	}
-	if cfg.prior != nil {
-		adopted, applied, err := g.Adopt(ctx, *cfg.prior, cp, pending)
+	// The checkpoint's stamp names the code that wrote the state; the
+	// record's (WithPrior) stands in for checkpoints stored without one.
+	prior := cp.Stamp
+	if prior == nil {
+		prior = cfg.prior
+	}
+	if prior != nil {
+		adopted, applied, err := g.Adopt(ctx, *prior, cp, pending)
 		if err != nil {
 			return nil, err
 		}

@@ -41,10 +41,25 @@ func (g *Graph) Continue(ctx context.Context, runID string, state map[string]jso
 // keeps what base knows of how its array channels are stored in segments
 // (see [Builder.AppendReducer]): the new run inherits the segments, so its
 // step 0 and its later steps store only what they add to a conversation,
-// not the whole of it again. base may be nil: no state.
+// not the whole of it again. base may be nil: no state. A base written by
+// another version of the graph (its Stamp) is adopted first (see
+// [Graph.Adopt]); when it cannot be, the error wraps ErrIncompatible.
 func (g *Graph) ContinueFrom(ctx context.Context, runID string, base *Checkpoint, input json.RawMessage) (*Checkpoint, error) {
 	if base == nil {
 		return g.continueFrom(ctx, runID, nil, nil, input)
+	}
+	if base.Stamp != nil && !g.Unchanged(*base.Stamp) {
+		// base was written by other code: its state must fit this graph
+		// (declared renames and a migration from its version applied),
+		// as a resumed run's must. The new run starts from Start, so
+		// what base planned next does not matter.
+		b := *base
+		b.Next, b.Barriers = nil, nil
+		adopted, _, err := g.Adopt(ctx, *base.Stamp, &b, nil)
+		if err != nil {
+			return nil, err
+		}
+		base = adopted
 	}
 	return g.continueFrom(ctx, runID, base.Values, base.layouts, input)
 }
@@ -59,7 +74,7 @@ func (g *Graph) continueFrom(ctx context.Context, runID string, state map[string
 			return nil, fmt.Errorf("%w: input must be a JSON object of channel values: %w", ErrInvalidInput, err)
 		}
 	}
-	cp := &Checkpoint{RunID: runID, Graph: g.name, Values: make(map[string]json.RawMessage, len(state)+len(in)), Versions: make(map[string]int, len(state)+len(in))}
+	cp := &Checkpoint{RunID: runID, Graph: g.name, Values: make(map[string]json.RawMessage, len(state)+len(in)), Versions: make(map[string]int, len(state)+len(in)), Stamp: g.stamp}
 	for ch, v := range state {
 		cp.Values[ch], cp.Versions[ch] = v, Inherited
 	}

@@ -163,6 +163,8 @@ func (b *Builder[S]) compileVersion(g *Graph) []error {
 		return json.Unmarshal(raw, sc.zero(i))
 	}
 	g.fingerprint = g.shapeHash()
+	st := g.Stamp()
+	g.stamp = &st
 	return errs
 }
 
@@ -201,6 +203,17 @@ func (g *Graph) Fingerprint() string { return g.fingerprint }
 // Version is the name the graph's code gave this version
 // (Builder.Version); empty when none.
 func (g *Graph) Version() string { return g.version }
+
+// Unchanged reports whether state written by the graph stamped s
+// continues on this graph as it is: the same shape, and no migration
+// declared from s's version. Otherwise a run or thread with such state is
+// adopted first (Graph.Adopt).
+func (g *Graph) Unchanged(s Stamp) bool {
+	if s.Fingerprint != g.fingerprint {
+		return false
+	}
+	return s.Version == g.version || g.migrations[s.Version] == nil
+}
 
 // Stamp is what a run records of the graph that writes its state.
 func (g *Graph) Stamp() Stamp {
@@ -259,7 +272,7 @@ func (e *IncompatibleError) Unwrap() []error {
 // ("rename channel a -> b", "migrate from v1"). Nothing is stored: the
 // run's next committed step writes the channels Adopt changed.
 func (g *Graph) Adopt(ctx context.Context, prior Stamp, cp *Checkpoint, pending []TaskResult) (*Checkpoint, []string, error) {
-	if prior.Fingerprint == "" || prior.Fingerprint == g.fingerprint {
+	if prior.Fingerprint == "" || g.Unchanged(prior) {
 		return cp, nil, nil
 	}
 	to := g.Stamp()

@@ -188,7 +188,8 @@ func TestGraphChangesTable(t *testing.T) {
 				t.Fatalf("compile v2: %v", err)
 			}
 			before, _ := store.Load(ctx, "r1", pregel.Latest)
-			res, err = v2.Resume(ctx, "r1", pregel.WithStore(store), pregel.WithResume("yes"), pregel.WithPrior(v1.Stamp(), nil))
+			// No WithPrior: the checkpoint names the code that wrote it.
+			res, err = v2.Resume(ctx, "r1", pregel.WithStore(store), pregel.WithResume("yes"))
 			if tc.stops != "" {
 				var ie *pregel.IncompatibleError
 				if !errors.As(err, &ie) || !errors.Is(err, pregel.ErrIncompatible) || !strings.Contains(err.Error(), tc.stops) {
@@ -202,8 +203,11 @@ func TestGraphChangesTable(t *testing.T) {
 					t.Fatalf("the stopped run moved from step %d to %d", before.Step, after.Step)
 				}
 				// v1 again: the recorded answer is intact and the run completes.
-				// Its record still holds v1's stamp: v2 wrote nothing.
-				res, err = v1.Resume(ctx, "r1", pregel.WithStore(store), pregel.WithPrior(v1.Stamp(), nil))
+				// Its checkpoint still holds v1's stamp: v2 wrote nothing.
+				if after.Stamp == nil || after.Stamp.Fingerprint != v1.Fingerprint() {
+					t.Fatalf("the stopped run's checkpoint stamp is %+v, want v1's", after.Stamp)
+				}
+				res, err = v1.Resume(ctx, "r1", pregel.WithStore(store))
 				if err != nil || res.Status != pregel.RunCompleted || string(res.Values["answer"]) != `"yes"` {
 					t.Fatalf("resume on v1 again: %v, %+v", err, res)
 				}
@@ -264,5 +268,134 @@ func TestVersionDeclarationsRefused(t *testing.T) {
 				t.Fatalf("compile: %v; want ErrInvalidGraph saying %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// twoReviews is the state of TestMigrationsAppliedOnce's graph.
+type twoReviews struct {
+	Draft  string `json:"draft"`
+	First  string `json:"first"`
+	Second string `json:"second"`
+}
+
+// TestMigrationsAppliedOnce: the graph version lives in the checkpoint, so
+// a migration is applied once, when the run first continues on the new
+// code, whatever the run's record says (a record not yet updated after a
+// crash names the old version), and a run migrated twice (v1 -> v2 -> v3)
+// gets each migration once.
+func TestMigrationsAppliedOnce(t *testing.T) {
+	ctx := context.Background()
+	build := func(version string, migrations ...string) *pregel.Graph {
+		t.Helper()
+		b := pregel.NewGraph[twoReviews]("doc").Version(version).
+			AddFunc("draft", draft(func(s *twoReviews) { s.Draft = "hello" })).
+			AddFunc("first", review(func(s *twoReviews, a string) { s.First = a })).
+			AddFunc("second", review(func(s *twoReviews, a string) { s.Second = a })).
+			AddEdge(pregel.Start, "draft").AddEdge("draft", "first").AddEdge("first", "second").AddEdge("second", pregel.End)
+		for _, from := range migrations {
+			b.Migrate(from, func(_ context.Context, old map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+				var d string
+				if err := json.Unmarshal(old["draft"], &d); err != nil {
+					return nil, err
+				}
+				old["draft"], _ = json.Marshal(d + "+" + version)
+				return old, nil
+			})
+		}
+		g, err := b.Compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	v1, v2, v3 := build("v1"), build("v2", "v1"), build("v3", "v2")
+	// Same shape: the migration, declared from v1, makes v2 adopt v1's state.
+	if v2.Unchanged(v1.Stamp()) || !v1.Unchanged(v2.Stamp()) {
+		t.Fatalf("v2 declares a migration from v1: v2.Unchanged(v1) must be false, v1.Unchanged(v2) true")
+	}
+
+	t.Run("a stale record does not migrate again", func(t *testing.T) {
+		store := pregel.NewMemoryStore()
+		if res, err := v1.Run(ctx, map[string]any{}, pregel.WithRunID("r"), pregel.WithStore(store)); err != nil || res.Status != pregel.RunInterrupted {
+			t.Fatalf("v1: %v %+v", err, res)
+		}
+		var applied []string
+		res, err := v2.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume("a"), pregel.WithPrior(v1.Stamp(), func(a []string) { applied = a }))
+		if err != nil || res.Status != pregel.RunInterrupted || string(res.Values["draft"]) != `"hello+v2"` {
+			t.Fatalf("v2: %v %+v", err, res)
+		}
+		if len(applied) != 1 || applied[0] != "migrate from version v1" {
+			t.Errorf("applied %q", applied)
+		}
+		// The record still says v1 (its update was lost): the checkpoint,
+		// written by v2, wins.
+		applied = nil
+		res, err = v2.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume("b"), pregel.WithPrior(v1.Stamp(), func(a []string) { applied = a }))
+		if err != nil || res.Status != pregel.RunCompleted || string(res.Values["draft"]) != `"hello+v2"` || applied != nil {
+			t.Fatalf("v2 again: %v %+v (applied %q); want draft migrated once", err, res, applied)
+		}
+	})
+	t.Run("v1 to v2 to v3", func(t *testing.T) {
+		store := pregel.NewMemoryStore()
+		if res, err := v1.Run(ctx, map[string]any{}, pregel.WithRunID("r"), pregel.WithStore(store)); err != nil || res.Status != pregel.RunInterrupted {
+			t.Fatalf("v1: %v %+v", err, res)
+		}
+		if res, err := v2.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume("a")); err != nil || res.Status != pregel.RunInterrupted {
+			t.Fatalf("v2: %v %+v", err, res)
+		}
+		cp, _ := store.Load(ctx, "r", pregel.Latest)
+		if cp.Stamp == nil || cp.Stamp.Version != "v2" {
+			t.Fatalf("checkpoint written on v2 has stamp %+v", cp.Stamp)
+		}
+		res, err := v3.Resume(ctx, "r", pregel.WithStore(store), pregel.WithResume("b"))
+		if err != nil || res.Status != pregel.RunCompleted || string(res.Values["draft"]) != `"hello+v2+v3"` || string(res.Values["second"]) != `"b"` {
+			t.Fatalf("v3: %v %+v", err, res)
+		}
+	})
+}
+
+// TestThreadStateAdopted: a thread's next run starts from state an older
+// version wrote (ContinueFrom): a state that fits continues, with
+// declared renames and migrations applied; one that does not is refused
+// with ErrIncompatible naming the channel, and nothing is written.
+func TestThreadStateAdopted(t *testing.T) {
+	ctx := context.Background()
+	v1 := buildV1(t)
+	store := pregel.NewMemoryStore()
+	res, err := v1.Run(ctx, map[string]any{}, pregel.WithRunID("t1"), pregel.WithStore(store))
+	if err == nil {
+		res, err = v1.Resume(ctx, "t1", pregel.WithStore(store), pregel.WithResume("yes"))
+	}
+	if err != nil || res.Status != pregel.RunCompleted {
+		t.Fatalf("v1: %v %+v", err, res)
+	}
+	base, err := store.Load(ctx, "t1", pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed := pregel.NewGraph[typedState]("doc").Version("v2").
+		AddFunc("draft", draft(func(s *typedState) {})).
+		AddFunc("review", review(func(s *typedState, a string) { s.Answer = a })).
+		AddEdge(pregel.Start, "draft").AddEdge("draft", "review").AddEdge("review", pregel.End)
+	v2, err := typed.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v2.ContinueFrom(ctx, "t2", base, json.RawMessage(`{"answer":"again"}`))
+	if !errors.Is(err, pregel.ErrIncompatible) || !strings.Contains(err.Error(), `channel "draft"`) {
+		t.Fatalf("ContinueFrom on a changed type: %v; want ErrIncompatible naming channel draft", err)
+	}
+	v3, err := typed.Version("v3").Migrate("v1", func(_ context.Context, old map[string]json.RawMessage) (map[string]json.RawMessage, error) {
+		var s string
+		_ = json.Unmarshal(old["draft"], &s)
+		old["draft"], _ = json.Marshal(map[string]string{"Text": s})
+		return old, nil
+	}).Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := v3.ContinueFrom(ctx, "t3", base, json.RawMessage(`{"answer":"again"}`))
+	if err != nil || string(cp.Values["draft"]) != `{"Text":"hello"}` || cp.Stamp == nil || cp.Stamp.Version != "v3" {
+		t.Fatalf("ContinueFrom with a migration: %v %+v", err, cp)
 	}
 }

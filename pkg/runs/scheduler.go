@@ -587,12 +587,17 @@ func (s *Scheduler) execute(ex *execution) {
 	if s.tracer != nil {
 		opts = append(opts, s.tracer.RunOptions(ctx, r)...)
 	}
-	if r.GraphVersion.Fingerprint != graph.Fingerprint() {
-		// The run's state was written by other code: the engine checks
-		// that the run can continue here (pregel.Graph.Adopt) before
-		// anything runs.
-		st := graph.Stamp()
+	if st := graph.Stamp(); r.GraphVersion.Fingerprint != st.Fingerprint || r.GraphVersion.Version != st.Version {
+		// The record names other code: it takes this code's stamp once
+		// a step commits here.
 		ex.stamp = &st
+	}
+	{
+		// When the run's state was written by other code (the stamp of
+		// its latest checkpoint, or the record's for a checkpoint stored
+		// without one), the engine checks that the run can continue here
+		// (pregel.Graph.Adopt) before anything runs.
+		st := graph.Stamp()
 		opts = append(opts, pregel.WithPrior(*r.GraphVersion, func(applied []string) {
 			s.update(ex.id, func(r *Run) {
 				r.Events = append(r.Events, Event{At: time.Now().UTC(), Type: EventAdopted, Status: r.Status, Step: r.Step,

@@ -434,7 +434,9 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	if err != nil {
 		return Run{}, false, err
 	}
-	if _, err := g.ContinueFrom(ctx, req.RunID, cp, input); err != nil {
+	if _, err := g.ContinueFrom(ctx, req.RunID, cp, input); errors.Is(err, pregel.ErrIncompatible) {
+		return Run{}, false, fmt.Errorf("thread %q cannot run on this code: %s: %w", threadID, threadIncompatible(err), ErrConflict)
+	} else if err != nil {
 		return Run{}, false, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
 	}
 
@@ -1044,6 +1046,9 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 		return ThreadState{}, err
 	}
 	cp, err := g.ContinueFrom(ctx, runID, cp0, values)
+	if errors.Is(err, pregel.ErrIncompatible) {
+		return ThreadState{}, fmt.Errorf("thread %q cannot be updated on this code: %s: %w", id, threadIncompatible(err), ErrConflict)
+	}
 	if err != nil {
 		return ThreadState{}, fmt.Errorf("%s: %w", strings.TrimPrefix(err.Error(), "pregel: invalid input: "), ErrInvalid)
 	}
@@ -1160,4 +1165,14 @@ func (s *Service) dropStaleClaim(ctx context.Context, t *Thread) (promoted strin
 		}
 	}
 	return promoted
+}
+
+// threadIncompatible says why a thread's state does not fit the graph now,
+// and what to do.
+func threadIncompatible(err error) string {
+	var ie *pregel.IncompatibleError
+	if !errors.As(err, &ie) {
+		return err.Error()
+	}
+	return fmt.Sprintf("its state was written by version %s of the graph, the code's is %s: %s; run the thread on compatible code, or declare a rename or a migration (Builder.RenameNode, RenameChannel, Migrate) from its version", ie.From.Label(), ie.To.Label(), ie.Reason)
 }

@@ -681,8 +681,14 @@ func TestDevInProcess(t *testing.T) {
 	h.run("runs", "create", "counter", "--input", `{"limit": 50, "delay_ms": 100}`, "--run-id", "slow").want(t, ExitOK)
 	h.run("runs", "create", "support-triage", "--input", triageInput(t), "--run-id", "t1", "--wait").want(t, ExitInterrupted)
 	r = h.run("runs", "list", "--status", "interrupted").want(t, ExitOK)
-	if !regexpMatch(`(?m)^t1\s+support-triage\s+interrupted\s+6\s+8/1/0/0\s+.*waiting on review$`, r.stdout) {
+	if !regexpMatch(`(?m)^t1\s+support-triage\s+[0-9a-f]{16}\s+interrupted\s+6\s+8/1/0/0\s+.*waiting on review$`, r.stdout) {
 		t.Errorf("runs list:\n%s", r.stdout)
+	}
+	// The VERSION column shows what --version filters by.
+	if fields := strings.Fields(strings.Split(r.stdout, "\n")[1]); len(fields) < 3 {
+		t.Errorf("runs list:\n%s", r.stdout)
+	} else if r := h.run("runs", "list", "--version", fields[2]).want(t, ExitOK); !regexpMatch(`(?m)^t1\s`, r.stdout) || regexpMatch(`(?m)^c1\s`, r.stdout) {
+		t.Errorf("runs list --version %s: want t1 and not c1 (another graph):\n%s", fields[2], r.stdout)
 	}
 	r = h.run("runs", "show", "t1").want(t, ExitOK)
 	for _, s := range []string{"Status:   interrupted", "6     draft_reply      completed", "Waiting for an answer", `"ticket": {`, "\nEvents:\nTIME ", "\nStored:   ", " KB (checkpoints "} {

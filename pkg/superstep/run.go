@@ -322,6 +322,12 @@ func (s *session) drive(ctx context.Context, first func(context.Context, []prege
 		}
 		res, err = s.graph.Resume(ctx, res.RunID, append(s.options(), pregel.WithResume(answer))...)
 	}
+	if errors.Is(err, pregel.ErrIncompatible) {
+		// This code's graph cannot continue the run: it stops drained,
+		// its checkpoints and recorded answers intact, resumable on
+		// compatible code.
+		res, err = s.incompatible(ctx, err)
+	}
 	if res == nil {
 		switch {
 		case err == nil:
@@ -349,6 +355,18 @@ func (s *session) drive(ctx context.Context, first func(context.Context, []prege
 		return &ExitError{Code: code, Silent: true}
 	}
 	return nil
+}
+
+// incompatible is the result of a run this code's graph cannot continue
+// (cause wraps pregel.ErrIncompatible): drained at its last committed
+// step, the reason naming what changed and both versions.
+func (s *session) incompatible(ctx context.Context, cause error) (*pregel.Result, error) {
+	cp, err := s.store.cp.Load(ctx, s.runID, pregel.Latest)
+	if err != nil {
+		return nil, fmt.Errorf("load run %q: %w", s.runID, err)
+	}
+	return &pregel.Result{RunID: cp.RunID, Graph: cp.Graph, Status: pregel.RunDrained, Step: cp.Step, Values: cp.Values,
+		Counters: cp.Counters, DrainReason: strings.TrimPrefix(cause.Error(), "pregel: ")}, nil
 }
 
 // answerFor returns the answer to pending interrupts: --answer, or one

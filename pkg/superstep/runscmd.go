@@ -95,13 +95,25 @@ func newRunsListCmd(env Env, f *serverFlags) *cobra.Command {
 // writeRunTable prints runs as a table.
 func writeRunTable(w io.Writer, list []api.Run) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "RUN ID\tGRAPH\tSTATUS\tSTEP\tDONE/SKIP/CANC/FAIL\tCREATED\tNOTE")
+	fmt.Fprintln(tw, "RUN ID\tGRAPH\tVERSION\tSTATUS\tSTEP\tDONE/SKIP/CANC/FAIL\tCREATED\tNOTE")
 	for _, r := range list {
 		c := r.Counters
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d/%d/%d/%d\t%s\t%s\n", r.RunID, r.Graph, r.Status, r.Step,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d/%d/%d/%d\t%s\t%s\n", r.RunID, r.Graph, versionCell(r.GraphVersion), r.Status, r.Step,
 			c.Completed, c.Skipped, c.Cancelled, c.Failed, fmtTime(r.CreatedAt), orDash(oneLine(runNote(r), 60)))
 	}
 	return tw.Flush()
+}
+
+// versionCell is a run's graph version in a table: the name its code
+// gave it, or its fingerprint (what --version filters by, either way).
+func versionCell(v *api.GraphVersion) string {
+	switch {
+	case v == nil:
+		return "-"
+	case v.Version != "":
+		return v.Version
+	}
+	return v.Fingerprint
 }
 
 // runNote is the most useful fact about a run besides its status.

@@ -884,7 +884,13 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 // run cannot continue: adopt has then stopped it, drained with the
 // reason, its checkpoints and recorded answers intact.
 func (h *Handler) adopt(ctx context.Context, g *pregel.Graph, run runs.Run, cp *pregel.Checkpoint, pending []pregel.TaskResult) (_ *pregel.Checkpoint, ok bool, err error) {
-	if run.GraphVersion == nil || run.GraphVersion.Fingerprint == g.Fingerprint() {
+	// The checkpoint's stamp names the code that wrote the state; the
+	// record's stands in for checkpoints stored without one.
+	prior := run.GraphVersion
+	if cp.Stamp != nil {
+		prior = cp.Stamp
+	}
+	if prior == nil || g.Unchanged(*prior) {
 		return cp, true, nil
 	}
 	if len(cp.Unloaded) > 0 {
@@ -894,7 +900,7 @@ func (h *Handler) adopt(ctx context.Context, g *pregel.Graph, run runs.Run, cp *
 			return nil, false, fmt.Errorf("load run %q: %w", run.ID, err)
 		}
 	}
-	adopted, applied, err := g.Adopt(ctx, *run.GraphVersion, cp, pending)
+	adopted, applied, err := g.Adopt(ctx, *prior, cp, pending)
 	if errors.Is(err, pregel.ErrIncompatible) {
 		h.log().Warn("run stopped: its graph changed incompatibly", "run_id", run.ID, "error", err)
 		return nil, false, h.stopIncompatible(ctx, cp, run.ID, err.Error())
@@ -903,7 +909,7 @@ func (h *Handler) adopt(ctx context.Context, g *pregel.Graph, run runs.Run, cp *
 		return nil, false, err
 	}
 	if len(applied) > 0 {
-		h.log().Info("run continues on a new graph version", "run_id", run.ID, "from", run.GraphVersion.Label(), "to", g.Stamp().Label(), "applied", applied)
+		h.log().Info("run continues on a new graph version", "run_id", run.ID, "from", prior.Label(), "to", g.Stamp().Label(), "applied", applied)
 	}
 	return adopted, true, nil
 }

@@ -153,6 +153,9 @@ func TestCrashAfterSecondOfThreeCallsCallsOnlyTheThirdAgain(t *testing.T) {
 			if n := calls(t, logPath); n["A-1"] != 1 || n["B-2"] != 1 || n["C-3"] != 0 {
 				t.Fatalf("before the crash: %v", n)
 			}
+			// The process dies: its connections (and a stdio server) go
+			// with it, so no late call of its own reaches a server.
+			ts.Close()
 			if err := os.Remove(blockPath); err != nil {
 				t.Fatal(err)
 			}
@@ -347,5 +350,43 @@ func TestLambdaUsesHTTP(t *testing.T) {
 	_, err := mcptools.Connect(t.Context(), mcptools.Server{Name: "local", Stdio: s.Stdio})
 	if err == nil || !strings.Contains(err.Error(), "on Lambda a server is reached over HTTP") {
 		t.Fatalf("stdio only, on Lambda: %v", err)
+	}
+}
+
+// TestTimedOutCallIsCancelled: a call that outlives Server.Timeout ends
+// with a timeout error at once, and the server is told to stop it
+// (notifications/cancelled): its handler's context is cancelled.
+func TestTimedOutCallIsCancelled(t *testing.T) {
+	for name, srv := range transports {
+		t.Run(name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "calls")
+			s := srv(t, logPath, "")
+			s.Timeout = 300 * time.Millisecond
+			ts := connect(t, s)
+			var sleep agent.Tool
+			for _, tl := range ts.Tools() {
+				if tl.Spec().Name == "sleep" {
+					sleep = tl
+				}
+			}
+			if sleep == nil {
+				t.Fatal("no sleep tool")
+			}
+			start := time.Now()
+			_, err := sleep.Call(t.Context(), json.RawMessage(`{"seconds":20}`))
+			if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
+				t.Fatalf("call: %v; want the timeout", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("the timed-out call returned after %v", d)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for calls(t, logPath)["sleep-cancelled"] == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the server's handler was not cancelled within 10s of the timeout (calls %v)", calls(t, logPath))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -86,6 +86,8 @@ func newTestServer(logPath, blockPath string) *mcp.Server {
 		func(ctx context.Context, _ *mcp.CallToolRequest, in sleepIn) (*mcp.CallToolResult, any, error) {
 			select {
 			case <-ctx.Done():
+				// The client cancelled the call (notifications/cancelled).
+				logLine(logPath, "sleep-cancelled")
 				return nil, nil, ctx.Err()
 			case <-time.After(time.Duration(in.Seconds * float64(time.Second))):
 			}
@@ -133,4 +135,18 @@ func calls(t *testing.T, logPath string) map[string]int {
 		n[l]++
 	}
 	return n
+}
+
+// logLine appends line to the call log at logPath (if set).
+func logLine(logPath, line string) {
+	if logPath == "" {
+		return
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err == nil {
+		fmt.Fprintln(f, line)
+		f.Close()
+	}
 }

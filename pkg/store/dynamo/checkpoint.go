@@ -28,6 +28,7 @@ type stepMeta struct {
 	Tasks        []pregel.TaskStatus `json:"tasks,omitempty"`
 	Counters     pregel.Counters     `json:"counters"`
 	DrainRequest string              `json:"drain_request,omitempty"`
+	Stamp        *pregel.Stamp       `json:"stamp,omitempty"`
 }
 
 // manifest says, for every channel of a checkpoint, its version and where
@@ -131,6 +132,7 @@ func (d *stepDoc) checkpoint(runID string) *pregel.Checkpoint {
 		Tasks:        d.meta.Tasks,
 		Counters:     d.meta.Counters,
 		DrainRequest: d.meta.DrainRequest,
+		Stamp:        d.meta.Stamp,
 	}
 	for ch, loc := range d.man {
 		cp.Versions[ch] = loc.Version
@@ -441,6 +443,7 @@ func planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry) (*commitP
 		Tasks:        cp.Tasks,
 		Counters:     cp.Counters,
 		DrainRequest: cp.DrainRequest,
+		Stamp:        cp.Stamp,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode: %w", cp.Step, cp.RunID, err)

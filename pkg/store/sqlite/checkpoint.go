@@ -84,6 +84,7 @@ type stepMeta struct {
 	Tasks        []pregel.TaskStatus `json:"tasks,omitempty"`
 	Counters     pregel.Counters     `json:"counters"`
 	DrainRequest string              `json:"drain_request,omitempty"`
+	Stamp        *pregel.Stamp       `json:"stamp,omitempty"`
 	Versions     map[string]int      `json:"versions,omitempty"`
 }
 
@@ -120,7 +121,7 @@ func (s *Store) commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	defer putBuffer(changesBuf)
 	meta, err := marshalTo(metaBuf, stepMeta{
 		Graph: cp.Graph, Next: cp.Next, Barriers: cp.Barriers, Tasks: cp.Tasks,
-		Counters: cp.Counters, DrainRequest: cp.DrainRequest, Versions: cp.Versions,
+		Counters: cp.Counters, DrainRequest: cp.DrainRequest, Versions: cp.Versions, Stamp: cp.Stamp,
 	})
 	if err != nil {
 		return err
@@ -349,7 +350,7 @@ func (s *Store) load(ctx context.Context, runID string, step int) (*pregel.Check
 		RunID: runID, Graph: meta.Graph, Step: step,
 		Values: make(map[string]json.RawMessage, len(meta.Versions)), Versions: meta.Versions,
 		Next: meta.Next, Barriers: meta.Barriers, Tasks: meta.Tasks,
-		Counters: meta.Counters, DrainRequest: meta.DrainRequest,
+		Counters: meta.Counters, DrainRequest: meta.DrainRequest, Stamp: meta.Stamp,
 	}
 	if cp.Versions == nil {
 		cp.Versions = make(map[string]int)

@@ -322,7 +322,7 @@ func (s *Store) commitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 	}
 	meta, err := json.Marshal(stepMeta{
 		Graph: cp.Graph, Next: cp.Next, Barriers: cp.Barriers, Tasks: cp.Tasks,
-		Counters: cp.Counters, DrainRequest: cp.DrainRequest, Versions: cp.Versions,
+		Counters: cp.Counters, DrainRequest: cp.DrainRequest, Versions: cp.Versions, Stamp: cp.Stamp,
 	})
 	if err != nil {
 		return err
