@@ -64,7 +64,11 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 		_ = sched.Shutdown(context.Background(), 0)
 		cancel()
 	})
-	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Token: token, Logger: logger})))
+	apiHandler, err := api.New(api.Config{Service: svc, Token: token, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(inspector.New(apiHandler))
 	t.Cleanup(srv.Close)
 	return srv, svc
 }

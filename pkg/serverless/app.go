@@ -404,7 +404,10 @@ func New(o Options) (*App, error) {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
 	// Streams read the runs' events from the table.
-	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events})
+	httpAPI, err := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events})
+	if err != nil {
+		return nil, fmt.Errorf("serverless: %w", err)
+	}
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream: behind it, the cards say streaming is off, or, with a
 	// stream function, point at its URL; a blocking send follows the run

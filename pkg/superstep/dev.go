@@ -141,7 +141,10 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
-	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
+	handler, err := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true})
+	if err != nil {
+		return failed(err)
+	}
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
