@@ -44,7 +44,10 @@ func TestTriageTakesPlainTextOverA2A(t *testing.T) {
 	}
 	defer func() { _ = sched.Shutdown(context.Background(), time.Second) }()
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Logger: log}
-	h := api.New(api.Config{Service: svc, Logger: log})
+	h, err := api.New(api.Config{Service: svc, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +117,10 @@ func TestAssistantConversationOverA2A(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sched.Shutdown(context.Background(), time.Second) }()
-	h := api.New(api.Config{Service: svc, Logger: log})
+	h, err := api.New(api.Config{Service: svc, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agents, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithLogger(log))
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/superstep/superstep/bench/awsbench"
 	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/internal/testkit"
 	"github.com/superstep/superstep/pkg/awsmeter"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -55,11 +56,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "awsbench: SKIPPING the AWS benchmarks: %s is not on PATH; install it with pip install 'moto[server]'\n", mototest.Binary)
 		}
 	}
-	code := m.Run()
-	if err := moto.Close(); err != nil && code == 0 {
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(moto.Run(m))
 }
 
 // Graph names of the scenarios.
@@ -894,23 +891,8 @@ func (r report) summary(name string, target float64) string {
 	return w.String()
 }
 
-// syncBuffer collects log lines written concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer = testkit.Buffer
 
 // BenchmarkAWSChainLatency measures the wall time per superstep of the
 // inline loop (runs of 21 supersteps, warm) with one superstep per tick

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/internal/graphs"
+	"github.com/superstep/superstep/internal/testkit"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -205,22 +206,8 @@ type dev struct {
 	done   chan struct{}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type lockedBuffer = testkit.Buffer
 
 // startDev starts `superstep dev` on a free port over dir and waits until
 // it serves.

@@ -52,7 +52,10 @@ func serve(t *testing.T) *server {
 		t.Fatal(err)
 	}
 	svc := &runs.Service{Graphs: reg, Runs: st, Checkpoints: st, Dispatcher: sched, Logger: log}
-	h := api.New(api.Config{Service: svc, Logger: log})
+	h, err := api.New(api.Config{Service: svc, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The A2A routes, mounted as superstep dev mounts them.
 	a, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true), a2a.WithLogger(log))
 	if err != nil {

@@ -38,15 +38,15 @@ func main() {
 	}, "answer", "escalate")
 	g.AddEdge("answer", pregel.End).AddEdge("escalate", pregel.End)
 
-	graph, err := g.Compile()
+	graph, err := g.CompileRunnable() // Invoke and Resume return State
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := graph.Run(context.Background(), State{Question: "Urgent: my printer is on fire"})
+	res, err := graph.Invoke(context.Background(), State{Question: "Urgent: my printer is on fire"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(res.Status, string(res.Values["answer"]))
+	fmt.Println(res.Status, res.State.Answer)
 }
 
 // README:end

@@ -8,7 +8,7 @@ import (
 
 func Example_main() {
 	main()
-	// Output: completed "A person will call you back within the hour."
+	// Output: completed A person will call you back within the hour.
 }
 
 // snippet returns the lines of readme.go between the README markers.

@@ -8,11 +8,7 @@
 //
 //	var moto mototest.Shared
 //
-//	func TestMain(m *testing.M) {
-//		code := m.Run()
-//		moto.Close()
-//		os.Exit(code)
-//	}
+//	func TestMain(m *testing.M) { os.Exit(moto.Run(m)) }
 //
 //	func TestSomething(t *testing.T) {
 //		srv := moto.Start(t)
@@ -143,6 +139,19 @@ func (sh *Shared) Start(t testing.TB) *Server {
 	default:
 	}
 	return sh.srv
+}
+
+// Run runs the package's tests (m.Run), then closes the server, and
+// returns the exit code for os.Exit: the tests' code, or 1 when they
+// passed but the server did not stop cleanly. It is all a TestMain of a
+// package sharing a server needs.
+func (sh *Shared) Run(m *testing.M) int {
+	code := m.Run()
+	if err := sh.Close(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "mototest:", err)
+		code = 1
+	}
+	return code
 }
 
 // Close stops the shared server, if it was started. Later calls to Start

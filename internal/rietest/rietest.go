@@ -16,11 +16,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/superstep/superstep/internal/testkit"
 )
 
 // Module and Version of the emulator built by [Emulator].
@@ -166,19 +166,5 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects the emulator's output while the test reads it.
+type syncBuffer = testkit.Buffer

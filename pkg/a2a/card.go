@@ -107,7 +107,10 @@ func cardJSON(r *http.Request, card *core.AgentCard) ([]byte, error) {
 // that clients can read a card (which declares the token it needs)
 // before they have the token:
 //
-//	h := api.New(api.Config{Service: svc, Token: token})
+//	h, err := api.New(api.Config{Service: svc, Token: token})
+//	if err != nil {
+//		return err
+//	}
 //	srv, err := a2a.New(svc, a2a.WithBearerAuth(true))
 //	if err != nil {
 //		return err

@@ -179,7 +179,10 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		opts = append(opts, a2a.WithEvents(sched), a2a.WithStreaming(true))
 	}
 	opts = append(opts, cfg.opts...)
-	h := api.New(api.Config{Service: svc, Logger: log, Token: cfg.token})
+	h, err := api.New(api.Config{Service: svc, Logger: log, Token: cfg.token})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := a2a.New(svc, opts...)
 	if err != nil {
 		t.Fatal(err)

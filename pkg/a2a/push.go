@@ -20,28 +20,7 @@ import (
 	"github.com/superstep/superstep/pkg/runs"
 )
 
-// PushStore keeps tasks' push configs durably with their runs, and each
-// config's delivery cursor, so that configs survive a restart and every
-// process serving the runs (every Lambda) sees them.
-// runs.MemoryPushStore, the SQLite store (pkg/store/sqlite) and the
-// DynamoDB store (pkg/store/dynamo, in the run's partition, purged with
-// it) implement it; runstest.PushStores is its conformance suite.
-type PushStore interface {
-	// PutPushConfig stores a config, replacing the run's config of the
-	// same ID.
-	PutPushConfig(ctx context.Context, c runs.PushConfig) error
-	// GetPushConfig returns a config or an error wrapping
-	// runs.ErrNotFound.
-	GetPushConfig(ctx context.Context, runID, id string) (runs.PushConfig, error)
-	// ListPushConfigs returns a run's configs, by ID.
-	ListPushConfigs(ctx context.Context, runID string) ([]runs.PushConfig, error)
-	// DeletePushConfig deletes a config (none there is not an error).
-	DeletePushConfig(ctx context.Context, runID, id string) error
-	// AdvancePushConfig moves a config's cursor forward (never back).
-	AdvancePushConfig(ctx context.Context, runID, id string, seen int, last string) error
-}
-
-// pushRunLister is a PushStore that lists the runs with configs; a server
+// pushRunLister is a [runs.PushStore] that lists the runs with configs; a server
 // delivering itself resumes their deliveries (ResumePush).
 type pushRunLister interface {
 	PushRuns(ctx context.Context) ([]string, error)
@@ -63,7 +42,7 @@ type PushOptions struct {
 	Timeout time.Duration
 	// Store keeps the configs and their delivery cursors (default: in
 	// this process's memory, lost on exit).
-	Store PushStore
+	Store runs.PushStore
 	// DeliverElsewhere: this server keeps configs but sends nothing;
 	// another process calls DeliverPush when a task changes state (the
 	// serverless sweep function, fed by the table's stream).
@@ -123,7 +102,7 @@ type pusher struct {
 	stop     context.CancelFunc
 	loops    sync.WaitGroup
 	opts     PushOptions
-	configs  PushStore
+	configs  runs.PushStore
 	sender   *push.HTTPPushSender
 	legacy   *legacySender // configs set in 0.3 calls
 	mu       sync.Mutex

@@ -52,7 +52,10 @@ func startProcess(t *testing.T, path string, push a2a.PushOptions) *process {
 	if err := srv.ResumePush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := api.New(api.Config{Service: svc, Logger: log})
+	h, err := api.New(api.Config{Service: svc, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.Handle(a2a.Pattern, srv)
 	hs := httptest.NewServer(srv.PublicCards(h))
 	var stopped bool

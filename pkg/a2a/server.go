@@ -243,7 +243,10 @@ type agent struct {
 // invalid (WithThreadStrategy naming no strategy). Mount it behind the
 // HTTP API:
 //
-//	h := api.New(api.Config{Service: svc})
+//	h, err := api.New(api.Config{Service: svc})
+//	if err != nil {
+//		return err
+//	}
 //	srv, err := a2a.New(svc, a2a.WithEvents(sched), a2a.WithStreaming(true))
 //	if err != nil {
 //		return err

@@ -24,6 +24,35 @@ type State struct {
 	Usage    UsageTotals `json:"usage,omitzero" reduce:"usage"`
 }
 
+// Answer returns the text of the last assistant message of an agent's
+// run: the agent's answer once the run completed. It is "" when the
+// conversation holds no assistant message (a run that failed or was
+// interrupted before the model answered) or res is not an agent's.
+//
+//	res, err := run.Invoke(ctx, agent.State{Messages: []agent.Message{agent.UserText("Where is A-1002?")}})
+//	fmt.Println(agent.Answer(res.Result))
+func Answer(res *pregel.Result) string {
+	if res == nil {
+		return ""
+	}
+	var s State
+	if err := res.Decode(&s); err != nil {
+		return ""
+	}
+	return s.Answer()
+}
+
+// Answer returns the text of the conversation's last assistant message,
+// "" when there is none.
+func (s State) Answer() string {
+	for i := len(s.Messages) - 1; i >= 0; i-- {
+		if s.Messages[i].Role == RoleAssistant {
+			return s.Messages[i].Text()
+		}
+	}
+	return ""
+}
+
 // Node names of the prebuilt agent.
 const (
 	ModelNode = "model"

@@ -8,7 +8,10 @@
 // problem documents (application/problem+json). The endpoints, the JSON
 // shapes and the error types are documented in README.md next to this file.
 //
-//	h := api.New(api.Config{Service: svc, Token: os.Getenv("SUPERSTEP_TOKEN")})
+//	h, err := api.New(api.Config{Service: svc, Token: os.Getenv("SUPERSTEP_TOKEN")})
+//	if err != nil {
+//		return err // what the Config lacks
+//	}
 //	h.Handle("/a2a/", a2aHandler) // more routes, behind the same auth
 //	http.ListenAndServe("localhost:8080", h)
 package api
@@ -16,6 +19,7 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -60,8 +64,13 @@ type Config struct {
 	AllowedHosts []string
 	// Events serves GET /v1/runs/{run_id}/stream (stream.go). Default:
 	// Service.Dispatcher, if it is a runs.EventReader (the Scheduler is);
-	// without one, streams answer 501.
+	// without either, New fails unless NoStreams is set.
 	Events runs.EventReader
+	// NoStreams serves no streams: GET /v1/runs/{run_id}/stream and
+	// creating a run with "stream": true answer 501 (not implemented),
+	// telling the client to poll. Set it only for a server that has no
+	// event source on purpose.
+	NoStreams bool
 	// Heartbeat is how often an idle stream writes a comment line
 	// (default DefaultHeartbeat).
 	Heartbeat time.Duration
@@ -94,10 +103,13 @@ type Handler struct {
 	schedules *schedule.Service
 }
 
-// New returns the API handler for cfg. It panics if cfg.Service is nil.
-func New(cfg Config) *Handler {
-	if cfg.Service == nil {
-		panic("api: Config.Service is nil")
+// New returns the API handler for cfg, or an error naming everything cfg
+// lacks (see [runs.Service.Check]; an event source for streams unless
+// NoStreams is set), so that a misconfigured server fails when it starts,
+// not on a request.
+func New(cfg Config) (*Handler, error) {
+	if err := check(cfg); err != nil {
+		return nil, err
 	}
 	h := &Handler{
 		svc:     cfg.Service,
@@ -120,8 +132,11 @@ func New(cfg Config) *Handler {
 	}
 	h.events, h.heartbeat = cfg.Events, cfg.Heartbeat
 	h.lt = cfg.LongTerm
-	if h.events == nil {
+	if h.events == nil && !cfg.NoStreams {
 		h.events, _ = cfg.Service.Dispatcher.(runs.EventReader)
+	}
+	if cfg.NoStreams {
+		h.events = nil
 	}
 	if h.heartbeat <= 0 {
 		h.heartbeat = DefaultHeartbeat
@@ -133,7 +148,25 @@ func New(cfg Config) *Handler {
 		inner = h.checkHost(inner)
 	}
 	h.handler = h.recoverer(inner)
-	return h
+	return h, nil
+}
+
+// check reports what cfg lacks.
+func check(cfg Config) error {
+	if cfg.Service == nil {
+		return errors.New("api: Config.Service is nil")
+	}
+	var errs []error
+	if err := cfg.Service.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, ok := cfg.Service.Dispatcher.(runs.EventReader); cfg.Events == nil && !cfg.NoStreams && cfg.Service.Dispatcher != nil && !ok {
+		errs = append(errs, fmt.Errorf("streams need an event source: Config.Events is nil and Service.Dispatcher (%T) is no runs.EventReader; set Config.Events (the store's event log), or Config.NoStreams to serve none", cfg.Service.Dispatcher))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	return nil
 }
 
 // ServeHTTP implements [http.Handler].

@@ -99,11 +99,17 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 
 func startEnv(t *testing.T, svc *runs.Service, cps *pregel.MemoryStore, opts ...envOption) *env {
 	t.Helper()
-	cfg := api.Config{Service: svc, Logger: testLogger(t)}
+	// A server whose dispatcher cannot stream serves no streams.
+	_, streams := svc.Dispatcher.(runs.EventReader)
+	cfg := api.Config{Service: svc, Logger: testLogger(t), NoStreams: !streams}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := httptest.NewServer(api.New(cfg))
+	apiHandler, err := api.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(apiHandler)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, svc: svc, cps: cps, token: cfg.Token}
 }
@@ -736,7 +742,10 @@ func TestAuth(t *testing.T) {
 	}
 
 	// Routes mounted with Handle sit behind the same check.
-	handler := api.New(api.Config{Service: e.svc, Token: "s3cret", Logger: testLogger(t)})
+	handler, err := api.New(api.Config{Service: e.svc, Token: "s3cret", Logger: testLogger(t), NoStreams: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	handler.Handle("POST /a2a/{graph}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.PathValue("graph")) }))
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
@@ -767,7 +776,10 @@ func TestPanicsAndInternalErrors(t *testing.T) {
 	store := &failingStore{Store: runs.NewMemoryStore(), err: errors.New("sqlite: disk I/O error at /var/db/runs.db")}
 	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Dispatcher: &recordingDispatcher{}, Logger: testLogger(t)}
 	e := startEnv(t, svc, cps)
-	h := api.New(api.Config{Service: svc, Logger: testLogger(t)})
+	h, err := api.New(api.Config{Service: svc, Logger: testLogger(t), NoStreams: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.Handle("GET /boom", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("kaboom") }))
 	h.Handle("GET /extra/{x}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.PathValue("x")) }))
 	srv := httptest.NewServer(h)

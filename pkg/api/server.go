@@ -42,7 +42,11 @@ type ServerConfig struct {
 // timeout, for the same reason; a handler that needs one sets it on its
 // response with http.ResponseController.
 //
-//	srv := api.NewServer(api.New(cfg), api.ServerConfig{Logger: log})
+//	h, err := api.New(cfg)
+//	if err != nil {
+//		return err
+//	}
+//	srv := api.NewServer(h, api.ServerConfig{Logger: log})
 //	err := srv.Serve(listener)
 func NewServer(handler http.Handler, cfg ServerConfig) *http.Server {
 	pick := func(d, def time.Duration) time.Duration {

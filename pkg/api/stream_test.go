@@ -181,7 +181,11 @@ func newStreamEnvWith(t testing.TB, e *streamEnv, opts ...streamOption) *streamE
 	e.token = cfg.Token
 	// Small socket buffers on the server's side, so that a client that
 	// stops reading blocks the server's writes soon.
-	var h http.Handler = api.New(cfg)
+	ah, err := api.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = ah
 	if e.deadline > 0 {
 		inner := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -919,8 +923,8 @@ func TestCreateRunStream(t *testing.T) {
 	}
 }
 
-// TestStreamWithoutSource checks the answer of a server that cannot
-// stream (no event source).
+// TestStreamWithoutSource checks the answer of a server built to serve no
+// streams (Config.NoStreams).
 func TestStreamWithoutSource(t *testing.T) {
 	e := newEnv(t)
 	e.do("POST", "/v1/graphs/echo/runs", `{"run_id": "x1"}`)

@@ -65,7 +65,11 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 		_ = sched.Shutdown(context.Background(), 0)
 		cancel()
 	})
-	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Token: token, Logger: logger, LongTerm: longterm.New(longterm.NewMemory())})))
+	apiHandler, err := api.New(api.Config{Service: svc, Token: token, Logger: logger, LongTerm: longterm.New(longterm.NewMemory())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(inspector.New(apiHandler))
 	t.Cleanup(srv.Close)
 	return srv, svc
 }

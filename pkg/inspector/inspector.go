@@ -8,7 +8,10 @@
 // origin, so it needs no configuration: [New] wraps the API handler and
 // serves the page next to it.
 //
-//	h := api.New(api.Config{Service: svc, Token: token})
+//	h, err := api.New(api.Config{Service: svc, Token: token})
+//	if err != nil {
+//		return err
+//	}
 //	http.ListenAndServe("localhost:8080", inspector.New(h))
 //
 // Its assets (HTML, CSS, JavaScript, and the dagre graph-layout library,

@@ -96,7 +96,11 @@ func testFollowsStream(t *testing.T, tok string) {
 		defer mu.Unlock()
 		return append([]streamReq(nil), reqs...)
 	}
-	h := inspector.New(api.New(api.Config{Service: svc, Logger: logger, Token: tok}))
+	apiHandler, err := api.New(api.Config{Service: svc, Logger: logger, Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := inspector.New(apiHandler)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == "/v1/runs/g1":
@@ -204,7 +208,11 @@ func TestChatStreamsText(t *testing.T) {
 		}
 		_ = sched.Shutdown(context.Background(), time.Second)
 	})
-	srv := httptest.NewServer(inspector.New(api.New(api.Config{Service: svc, Logger: logger})))
+	apiHandler, err := api.New(api.Config{Service: svc, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(inspector.New(apiHandler))
 	t.Cleanup(srv.Close)
 	ctx := t.Context()
 	if _, _, err := svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: "s1"}); err != nil {

@@ -89,7 +89,10 @@ func serve(t *testing.T, token string) string {
 	if err := sched.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := api.New(api.Config{Service: svc, Logger: log, Token: token})
+	h, err := api.New(api.Config{Service: svc, Logger: log, Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := mcpserver.New(mcpserver.Config{Service: svc, Logger: log, Poll: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -83,12 +83,13 @@ func (cp *Checkpoint) Info() StepInfo {
 func (cp *Checkpoint) Done() bool { return len(cp.Next) == 0 }
 
 // Trigger is one pending activation of a node: the next superstep plans one
-// task per edge-triggered node and one task per Send.
+// task per edge-triggered node and one task per fan-out item.
 type Trigger struct {
 	Node string `json:"node"`
 	// From lists the nodes whose completion triggered this node.
 	From []string `json:"from,omitempty"`
-	// Send marks a fan-out task; Arg is its input.
+	// Send marks a fan-out task (see [Builder.AddFanOut]); Arg is its
+	// item. (The JSON name stays "send" so stored checkpoints load.)
 	Send bool            `json:"send,omitempty"`
 	Arg  json.RawMessage `json:"arg,omitempty"`
 	// Failure is set when this trigger routes a failed node to its error

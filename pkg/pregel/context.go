@@ -52,15 +52,16 @@ func TaskFrom(ctx context.Context) (TaskInfo, bool) {
 	return tc.info, true
 }
 
-// Arg decodes the argument a fan-out task was sent with (see [Send]).
+// Arg decodes the item a fan-out task was started with: one of the items
+// the function given to [Builder.AddFanOut] returned.
 func Arg[T any](ctx context.Context) (T, error) {
 	var v T
 	tc := taskFrom(ctx)
 	if tc == nil || !tc.trigger.Send {
-		return v, errors.New("pregel: Arg called outside a task started by Send")
+		return v, errors.New("pregel: Arg called outside a fan-out task (see Builder.AddFanOut)")
 	}
 	if err := json.Unmarshal(tc.trigger.Arg, &v); err != nil {
-		return v, fmt.Errorf("pregel: decode Send argument of node %q: %w", tc.info.Node, err)
+		return v, fmt.Errorf("pregel: decode the fan-out item of node %q: %w", tc.info.Node, err)
 	}
 	return v, nil
 }

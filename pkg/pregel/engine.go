@@ -295,7 +295,7 @@ func (g *Graph) Apply(cp *Checkpoint, tasks []Task, results []TaskResult) (Outco
 func joinKey(i int, to string) string { return strconv.Itoa(i) + ":" + to }
 
 // frontier collects the triggers of the next step: one per edge-triggered
-// node, one per Send or failure.
+// node, one per fan-out item or failure.
 type frontier struct {
 	list   []Trigger
 	byNode map[string]int

@@ -23,8 +23,14 @@ const (
 	EventCustom EventType = "custom"
 )
 
-// Event tells an observer what a run is doing. Observers are called one at
-// a time, from the goroutines running the step; they must be quick.
+// Event is an engine event: it tells an observer what a run is doing (a
+// step or node started or finished, the state changed, a node's own
+// [Emit]) while it runs. Observers are called one at a time, from the
+// goroutines running the step; they must be quick. The engine stores no
+// events; the runtimes log them, numbered, as a run's stream
+// (runs.StreamEvent, GET /v1/runs/{id}/stream). Not to be confused with
+// runs.Event, an entry of a run record's history (created, drained,
+// resumed).
 type Event struct {
 	Type   EventType `json:"type"`
 	RunID  string    `json:"run_id"`
@@ -54,7 +60,8 @@ type Event struct {
 	// RunStatus is set on EventRunFinished.
 	RunStatus  RunStatus       `json:"run_status,omitempty"`
 	Interrupts []InterruptInfo `json:"interrupts,omitempty"`
-	// History is set on the EventRunFinished that a run's executor (the
+	// History is never set by the engine (it knows no run records). It is
+	// set on the EventRunFinished that a run's executor (the
 	// runs package, pkg/tick) publishes once the run's record shows where
 	// it stopped: the length of the record's history then
 	// (runs.Run.HistoryLen). Two stops of one run at the same step with

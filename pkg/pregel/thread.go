@@ -17,6 +17,14 @@ import (
 // stays where the earlier run stored it.
 const Inherited = -1
 
+// StepRef names a committed step of a run: the step a run continues from
+// (a thread's head, a fork's base) when a store keeps a continuing run's
+// inherited channels where the earlier run stored them.
+type StepRef struct {
+	RunID string `json:"run_id"`
+	Step  int    `json:"step"`
+}
+
 // Continue builds the step 0 checkpoint of a run that continues from state,
 // the channel values of an earlier checkpoint (a conversation's latest
 // state), with input, a JSON object of channel values, applied through the

@@ -21,8 +21,10 @@ const DefaultStreamRetention = 10000
 // MaxEventPage bounds the events one EventsSince call returns.
 const MaxEventPage = 1000
 
-// StreamEvent is one event of a run's stream: an engine event or an event
-// a node sent with [pregel.Emit], with its place in the stream.
+// StreamEvent is one event of a run's stream (GET /v1/runs/{id}/stream,
+// A2A streaming): an engine event ([pregel.Event], including those a node
+// sent with [pregel.Emit]) with its place in the stream, the SSE id a
+// client resumes from. A run record's history is [Event], not this.
 type StreamEvent struct {
 	// ID numbers the run's events from 1, in the order they happened;
 	// each event's id is one more than the previous one's.

@@ -16,9 +16,12 @@ import (
 // the events dropped in between are counted in Run.EventsDropped.
 const MaxEvents = 100
 
-// Event is one entry of a run's history: a change of its status or a
-// request made of it. Supersteps are not events; a run's steps, with the
-// status of each node, are in its checkpoints (Service.History).
+// Event is one entry of a run record's history (Run.Events, GET
+// /v1/runs/{id}/events): a change of its status or a request made of it
+// (created, drain requested, interrupted, resumed). Supersteps are not
+// history; a run's steps, with the status of each node, are in its
+// checkpoints (Service.History), and what the engine reports as it runs
+// is a [pregel.Event], logged as the run's stream ([StreamEvent]).
 type Event struct {
 	// At is when the change was recorded.
 	At time.Time `json:"at"`

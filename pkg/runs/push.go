@@ -31,6 +31,29 @@ type PushConfig struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// PushStore keeps push configs durably with their runs, and each
+// config's delivery cursor, so that configs survive a restart and every
+// process serving the runs (every Lambda) sees them. The A2A binding
+// (pkg/a2a PushOptions.Store) uses it. MemoryPushStore, the SQLite store
+// (pkg/store/sqlite) and the DynamoDB store (pkg/store/dynamo, in the
+// run's partition, purged with it) implement it; runstest.PushStores is
+// its conformance suite.
+type PushStore interface {
+	// PutPushConfig stores a config, replacing the run's config of the
+	// same ID.
+	PutPushConfig(ctx context.Context, c PushConfig) error
+	// GetPushConfig returns a config or an error wrapping ErrNotFound.
+	GetPushConfig(ctx context.Context, runID, id string) (PushConfig, error)
+	// ListPushConfigs returns a run's configs, by ID.
+	ListPushConfigs(ctx context.Context, runID string) ([]PushConfig, error)
+	// DeletePushConfig deletes a config (none there is not an error).
+	DeletePushConfig(ctx context.Context, runID, id string) error
+	// AdvancePushConfig moves a config's cursor forward (never back).
+	AdvancePushConfig(ctx context.Context, runID, id string, seen int, last string) error
+}
+
+var _ PushStore = (*MemoryPushStore)(nil)
+
 // MemoryPushStore keeps push configs in memory. It suits tests and
 // processes whose runs are in memory too; the zero value is ready to use.
 type MemoryPushStore struct {

@@ -8,5 +8,5 @@ import (
 )
 
 func TestMemoryPushStoreConformance(t *testing.T) {
-	runstest.PushStores(t, func(*testing.T) runstest.PushStore { return runs.NewMemoryPushStore() }, nil)
+	runstest.PushStores(t, func(*testing.T) runs.PushStore { return runs.NewMemoryPushStore() }, nil)
 }

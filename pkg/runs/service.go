@@ -83,6 +83,37 @@ type Service struct {
 	Tracer Tracer
 }
 
+// Check reports what s lacks, so that a server built on it fails when it
+// is constructed rather than on its first request: Graphs, Runs,
+// Checkpoints and Dispatcher are required, and with Threads set, Runs and
+// Checkpoints must both be RunDeleters (deleting a thread deletes its
+// runs). The error names every missing part.
+func (s *Service) Check() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		nil  bool
+	}{
+		{"Graphs", s.Graphs == nil},
+		{"Runs", s.Runs == nil},
+		{"Checkpoints", s.Checkpoints == nil},
+		{"Dispatcher", s.Dispatcher == nil},
+	} {
+		if f.nil {
+			errs = append(errs, fmt.Errorf("runs.Service.%s is nil", f.name))
+		}
+	}
+	if s.Threads != nil {
+		if _, ok := s.Runs.(RunDeleter); s.Runs != nil && !ok {
+			errs = append(errs, fmt.Errorf("runs.Service.Threads is set but Runs (%T) has no DeleteRun method (runs.RunDeleter), which deleting a thread needs", s.Runs))
+		}
+		if _, ok := s.Checkpoints.(RunDeleter); s.Checkpoints != nil && !ok {
+			errs = append(errs, fmt.Errorf("runs.Service.Threads is set but Checkpoints (%T) has no DeleteRun method (runs.RunDeleter), which deleting a thread needs", s.Checkpoints))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func (s *Service) now() time.Time {
 	if s.Now != nil {
 		return s.Now()

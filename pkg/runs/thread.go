@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
 )
 
 // Thread is a conversation: a sequence of runs, each starting from the
@@ -53,11 +55,9 @@ type Thread struct {
 	Version int64 `json:"version"`
 }
 
-// StepRef names a committed step of a run.
-type StepRef struct {
-	RunID string `json:"run_id"`
-	Step  int    `json:"step"`
-}
+// StepRef names a committed step of a run; it is [pregel.StepRef], so a
+// store's CommitFrom and the engine's conformance kit share it.
+type StepRef = pregel.StepRef
 
 // Strategy says what creating a run on a busy thread does.
 type Strategy string

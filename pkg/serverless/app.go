@@ -467,7 +467,10 @@ func New(o Options) (*App, error) {
 	// The long-term store shares the table (pkg/store/dynamo's
 	// longterm.go): no other resource, role or permission.
 	lt := longterm.New(store.LongTerm(), o.LongTerm...)
-	httpAPI := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events, LongTerm: lt, Schedules: schedules})
+	httpAPI, err := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events, LongTerm: lt, Schedules: schedules})
+	if err != nil {
+		return nil, fmt.Errorf("serverless: %w", err)
+	}
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream: behind it, the cards say streaming is off, or, with a
 	// stream function, point at its URL; a blocking send follows the run

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/internal/testkit"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/awsmeter"
@@ -43,30 +43,11 @@ import (
 var moto mototest.Shared
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := moto.Close(); err != nil && code == 0 {
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(moto.Run(m))
 }
 
-// syncBuffer collects log lines written concurrently.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer = testkit.Buffer
 
 // stack is a deployment on the emulator: a table and queues of its own,
 // the App, the HTTP API on a local listener and the pollers standing in

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/superstep/superstep/internal/graphs"
+	"github.com/superstep/superstep/internal/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,24 +22,8 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test
-// reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer = testkit.Buffer
 
 // harness runs the superstep command in-process.
 type harness struct {

@@ -171,7 +171,11 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return failed(err)
 	}
 	defer closeSchedules()
-	handler := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, LongTerm: lt, Schedules: schedules})
+	handler, err := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, LongTerm: lt, Schedules: schedules})
+	if err != nil {
+		_ = sched.Shutdown(context.Background(), 0)
+		return failed(err)
+	}
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	a2aEvents := []a2a.Option{a2a.WithEvents(sched)} // followed by runs.Cursor, as the API's streams
 	if f.events == string(runs.EventsOff) {

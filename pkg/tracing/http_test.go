@@ -49,7 +49,11 @@ func TestHTTPHandlerSpans(t *testing.T) {
 	}
 	t.Cleanup(func() { sched.Shutdown(context.Background(), time.Second) })
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Dispatcher: sched, Tracer: r}
-	srv := httptest.NewServer(r.HTTPHandler(api.New(api.Config{Service: svc, Token: "tok"})))
+	apiHandler, err := api.New(api.Config{Service: svc, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r.HTTPHandler(apiHandler))
 	t.Cleanup(srv.Close)
 
 	// The caller's span, sent as traceparent.

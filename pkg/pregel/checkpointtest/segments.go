@@ -10,14 +10,13 @@ import (
 	"testing"
 
 	"github.com/superstep/superstep/pkg/pregel"
-	"github.com/superstep/superstep/pkg/runs"
 )
 
-// seeder is the method of a [runs.Seeder]: the suite commits the step 0
-// of a run that continues another with it when the store has it, and with
-// Commit otherwise.
+// seeder is the method of the runs package's Seeder (declared there, where
+// it is used): the suite commits the step 0 of a run that continues another
+// with it when the store has it, and with Commit otherwise.
 type seeder interface {
-	CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs.StepRef) error
+	CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base pregel.StepRef) error
 }
 
 // segItem is an element of the "items" channel of the segments graph: its
@@ -186,7 +185,7 @@ func segStep(t *testing.T, g *pregel.Graph, w *segWriter, cp *pregel.Checkpoint)
 // segRun commits n steps of random writes after cp0, which it commits
 // first (with CommitFrom when base is set and the store has it), and
 // returns the checkpoints the engine made.
-func segRun(t *testing.T, s pregel.Checkpointer, g *pregel.Graph, w *segWriter, cp0 *pregel.Checkpoint, base *runs.StepRef, n int) []*pregel.Checkpoint {
+func segRun(t *testing.T, s pregel.Checkpointer, g *pregel.Graph, w *segWriter, cp0 *pregel.Checkpoint, base *pregel.StepRef, n int) []*pregel.Checkpoint {
 	t.Helper()
 	cps := []*pregel.Checkpoint{cp0}
 	var err error
@@ -255,7 +254,7 @@ func testSegments(t *testing.T, s pregel.Checkpointer) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fcps := segRun(t, s, g, w, fcp, &runs.StepRef{RunID: run, Step: at}, 20)
+			fcps := segRun(t, s, g, w, fcp, &pregel.StepRef{RunID: run, Step: at}, 20)
 			checkSteps(t, s, fork, fcps)
 
 			// A run continuing the fork's last step, which inherited
@@ -266,7 +265,7 @@ func testSegments(t *testing.T, s pregel.Checkpointer) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ncps := segRun(t, s, g, w, ncp, &runs.StepRef{RunID: fork, Step: base.Step}, 10)
+			ncps := segRun(t, s, g, w, ncp, &pregel.StepRef{RunID: fork, Step: base.Step}, 10)
 			checkSteps(t, s, next, ncps)
 		})
 	}
@@ -293,6 +292,6 @@ func testSegments(t *testing.T, s pregel.Checkpointer) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSteps(t, s, next, segRun(t, s, plain, w, ncp, &runs.StepRef{RunID: run, Step: steps / 2}, 15))
+		checkSteps(t, s, next, segRun(t, s, plain, w, ncp, &pregel.StepRef{RunID: run, Step: steps / 2}, 15))
 	})
 }

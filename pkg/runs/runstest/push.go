@@ -13,16 +13,6 @@ import (
 	"github.com/superstep/superstep/pkg/runs"
 )
 
-// PushStore is what a store of push configs implements (the methods
-// pkg/a2a's PushStore asks for).
-type PushStore interface {
-	PutPushConfig(ctx context.Context, c runs.PushConfig) error
-	GetPushConfig(ctx context.Context, runID, id string) (runs.PushConfig, error)
-	ListPushConfigs(ctx context.Context, runID string) ([]runs.PushConfig, error)
-	DeletePushConfig(ctx context.Context, runID, id string) error
-	AdvancePushConfig(ctx context.Context, runID, id string, seen int, last string) error
-}
-
 // PushStores runs the conformance suite of push-config stores. newStore
 // makes a store; purge, if set, deletes everything of a run the way the
 // store's own run deletion does (the suite then checks the configs go
@@ -36,7 +26,7 @@ type PushStore interface {
 // idempotent; Advance only moves the cursor forward, also under
 // concurrent calls; a store that lists the runs with configs
 // (PushRuns) lists exactly them.
-func PushStores(t *testing.T, newStore func(t *testing.T) PushStore, purge func(t *testing.T, s PushStore, runID string)) {
+func PushStores(t *testing.T, newStore func(t *testing.T) runs.PushStore, purge func(t *testing.T, s runs.PushStore, runID string)) {
 	t.Helper()
 	ctx := context.Background()
 	at := time.Date(2026, 11, 26, 14, 0, 0, 123_000_000, time.UTC)
@@ -191,7 +181,7 @@ func PushStores(t *testing.T, newStore func(t *testing.T) PushStore, purge func(
 	}
 }
 
-func pushIDs(t *testing.T, s PushStore, runID string) []string {
+func pushIDs(t *testing.T, s runs.PushStore, runID string) []string {
 	t.Helper()
 	cs, err := s.ListPushConfigs(context.Background(), runID)
 	if err != nil {

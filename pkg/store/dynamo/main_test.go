@@ -18,11 +18,7 @@ import (
 var moto mototest.Shared
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := moto.Close(); err != nil && code == 0 {
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(moto.Run(m))
 }
 
 // env is a table on the shared emulator with a metered client.

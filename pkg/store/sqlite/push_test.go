@@ -10,7 +10,7 @@ import (
 )
 
 func TestPushStoreConformance(t *testing.T) {
-	runstest.PushStores(t, func(t *testing.T) runstest.PushStore {
+	runstest.PushStores(t, func(t *testing.T) runs.PushStore {
 		return open(t, filepath.Join(t.TempDir(), "superstep.db"))
 	}, nil)
 }
