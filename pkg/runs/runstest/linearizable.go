@@ -104,11 +104,17 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 	}
 	wg.Wait()
 	e.finish(t, created, cfg.Strict)
+	facts := e.facts(t, created)
+	if dir := os.Getenv("SUPERSTEP_LINEARIZABLE_DUMP"); dir != "" {
+		if err := dumpHistory(filepath.Join(dir, fmt.Sprintf("history-%d.json", time.Now().UnixNano())), history, facts); err != nil {
+			t.Log(err)
+		}
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
 	start := time.Now()
-	model := newLinModel(history).model()
+	model := newLinModel(history, facts).model()
 	res, info := porcupine.CheckOperationsVerbose(model, history, cfg.Timeout)
 	t.Logf("linearizability: %d operations on %d threads, %d clients each (seed %d): %s (checked in %v)", len(history), cfg.Threads, cfg.Clients, seed, res, time.Since(start).Round(time.Millisecond))
 	if res == porcupine.Illegal {
@@ -146,6 +152,30 @@ func (e *tenv) finish(t *testing.T, created []string, strict bool) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
+}
+
+// facts reads how each run ended (runFact), once all have.
+func (e *tenv) facts(t *testing.T, created []string) map[string]runFact {
+	t.Helper()
+	facts := make(map[string]runFact, len(created))
+	for _, id := range created {
+		r, err := e.svc.Get(t.Context(), id)
+		if err != nil || !r.Status.Terminal() {
+			continue
+		}
+		f := runFact{Status: finalStatus(r)}
+		cp, err := e.svc.Checkpoints.Load(t.Context(), id, pregel.Latest)
+		if err == nil {
+			var msgs []string
+			if raw, ok := cp.Values["messages"]; ok && json.Unmarshal(raw, &msgs) == nil {
+				if i := slices.Index(msgs, id); i >= 0 {
+					f.Writes = len(msgs) - i
+				}
+			}
+		}
+		facts[id] = f
+	}
+	return facts
 }
 
 // linClient is one client of a thread.
@@ -323,4 +353,50 @@ func finalStatus(r runs.Run) string {
 		return "cancelled"
 	}
 	return fmt.Sprintf("%s discarded=%v superseded_by=%q", r.Status, r.Discarded, r.SupersededBy)
+}
+
+// dumped is a history as SUPERSTEP_LINEARIZABLE_DUMP writes it, for
+// checking it again (CheckDumpedHistory).
+type dumped struct {
+	Ops   []dumpedOp
+	Facts map[string]runFact
+}
+
+type dumpedOp struct {
+	Client       int
+	Call, Return int64
+	In           linInput
+	Out          linOutput
+}
+
+func dumpHistory(path string, history []porcupine.Operation, facts map[string]runFact) error {
+	d := dumped{Ops: make([]dumpedOp, len(history)), Facts: facts}
+	for i, op := range history {
+		d.Ops[i] = dumpedOp{Client: op.ClientId, Call: op.Call, Return: op.Return, In: op.Input.(linInput), Out: op.Output.(linOutput)}
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// CheckDumpedHistory checks again a history SUPERSTEP_LINEARIZABLE_DUMP
+// wrote, and returns the verdict and how long the check took.
+func CheckDumpedHistory(path string, timeout time.Duration) (porcupine.CheckResult, time.Duration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, err
+	}
+	var d dumped
+	if err := json.Unmarshal(data, &d); err != nil {
+		return "", 0, err
+	}
+	history := make([]porcupine.Operation, len(d.Ops))
+	for i, op := range d.Ops {
+		history[i] = porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return, Input: op.In, Output: op.Out}
+	}
+	start := time.Now()
+	res := porcupine.CheckOperationsTimeout(newLinModel(history, d.Facts).model(), history, timeout)
+	return res, time.Since(start), nil
 }

@@ -1,9 +1,9 @@
 package runstest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -41,16 +41,7 @@ func (l *lnode) sum() (uint64, int) {
 }
 
 // extend is the rolling hash of a message sequence.
-func extend(h uint64, msg string) uint64 {
-	f := fnv.New64a()
-	var b [8]byte
-	for i := range b {
-		b[i] = byte(h >> (8 * i))
-	}
-	_, _ = f.Write(b[:])
-	_, _ = f.Write([]byte(msg))
-	return f.Sum64()
-}
+func extend(h uint64, msg string) uint64 { return fnvString(fnvUint(fnvOffset, h), msg) }
 
 func chatWrites(run string) []string { return []string{run, "re:" + run, "done"} }
 
@@ -93,23 +84,69 @@ type cfg struct {
 	ended  string // the active run's final status, once its record says it ended; it holds the thread until it passes it on
 	queue  []string
 	final  []fin // sorted by run: the tracked runs that ended
-	key    string
+	key    ckey
+	h      uint64 // hash of key
+}
+
+// ckey identifies a configuration: the lineage, queue and final statuses
+// by their hashes.
+type ckey struct {
+	lin                 uint64
+	msgs                int32
+	done                int8
+	paused, resumd, cnc bool
+	active, sup, ended  string
+	queue, final        uint64
 }
 
 func asks(run string) bool { return strings.HasPrefix(run, "ask") }
 
-func (c *cfg) seal() *cfg {
-	var b strings.Builder
-	h, m := c.lin.sum()
-	fmt.Fprintf(&b, "%x/%d|%s|%d|%v|%v|%s|%v|%s|%v|", h, m, c.active, c.done, c.paused, c.resumd, c.sup, c.cancel, c.ended, c.queue)
-	for _, f := range c.final {
-		b.WriteString(f.run)
-		b.WriteByte('=')
-		b.WriteString(f.status)
-		b.WriteByte(',')
+// fnv64 is FNV-1a, step by step.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
 	}
-	c.key = b.String()
+	return (h ^ 0xff) * fnvPrime // a separator
+}
+
+func fnvUint(h, v uint64) uint64 {
+	for range 8 {
+		h = (h ^ (v & 0xff)) * fnvPrime
+		v >>= 8
+	}
+	return h
+}
+
+func (c *cfg) seal() *cfg {
+	h, m := c.lin.sum()
+	k := ckey{lin: h, msgs: int32(m), done: int8(c.done), paused: c.paused, resumd: c.resumd, cnc: c.cancel, active: c.active, sup: string(c.sup), ended: c.ended}
+	q := uint64(fnvOffset)
+	for _, r := range c.queue {
+		q = fnvString(q, r)
+	}
+	k.queue = q
+	f := uint64(fnvOffset)
+	for _, e := range c.final {
+		f = fnvString(fnvString(f, e.run), e.status)
+	}
+	k.final = f
+	c.key = k
+	x := fnvUint(fnvUint(fnvUint(fnvOffset, k.lin), k.queue), k.final)
+	x = fnvUint(x, uint64(k.msgs)<<16|uint64(k.done)<<8|uint64(b2u(k.paused))<<2|uint64(b2u(k.resumd))<<1|uint64(b2u(k.cnc)))
+	c.h = fnvString(fnvString(fnvString(x, k.active), k.sup), k.ended)
 	return c
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (c *cfg) String() string {
@@ -136,7 +173,7 @@ func (c *cfg) String() string {
 
 func (c *cfg) clone() *cfg {
 	n := *c
-	n.key = ""
+	n.key, n.h = ckey{}, 0
 	return &n
 }
 
@@ -168,18 +205,42 @@ func (c *cfg) dropFinal(run string) {
 }
 
 // linModel is the model of one history: tracked lists the runs that a
-// later operation asks about (the others' final statuses are not kept).
+// later operation asks about (the others' final statuses are not kept);
+// facts says how each run ended, as its record and checkpoints said once
+// the clients had stopped.
 type linModel struct {
 	tracked map[string]bool
+	facts   map[string]runFact
+}
+
+// runFact is how a run ended: its final status (see finalStatus) and the
+// number of its writes in its last committed step. The model lets each
+// run end only so (a prophecy: it takes only the branches the history
+// took; a run whose record and checkpoints disagree with what clients saw
+// of it still makes the history illegal).
+type runFact struct {
+	Status string
+	Writes int
 }
 
 // end records that the active run of n (a clone) ended with status: its
 // record says so, and it still holds the thread until it passes it on.
-func (lm *linModel) end(n *cfg, status string) {
+// It reports false if the run did not end so.
+func (lm *linModel) end(n *cfg, status string) bool {
+	if f, ok := lm.facts[n.active]; ok && (f.Status != status || f.Writes != n.done) {
+		return false
+	}
 	n.ended, n.paused = status, false
 	if lm.tracked[n.active] {
 		n.setFinal(n.active, status)
 	}
+	return true
+}
+
+// mayCommit reports whether the active run of c may commit another write.
+func (lm *linModel) mayCommit(c *cfg) bool {
+	f, ok := lm.facts[c.active]
+	return c.done < 3 && (!ok || c.done < f.Writes)
 }
 
 // passOn takes the ended active run off the thread, its writes in the
@@ -209,7 +270,7 @@ func (lm *linModel) internal(c *cfg) []*cfg {
 		return nil // until a client resumes or cancels it, or a newer run supersedes it
 	}
 	var out []*cfg
-	if c.done < 3 && !(asks(c.active) && c.done == 1 && !c.resumd) {
+	if lm.mayCommit(c) && !(asks(c.active) && c.done == 1 && !c.resumd) {
 		n := c.clone()
 		n.done++
 		out = append(out, n.seal())
@@ -221,8 +282,9 @@ func (lm *linModel) internal(c *cfg) []*cfg {
 	}
 	ends := func(status string) {
 		n := c.clone()
-		lm.end(n, status)
-		out = append(out, n.seal())
+		if lm.end(n, status) {
+			out = append(out, n.seal())
+		}
 	}
 	switch {
 	case c.sup == runs.StrategyRollback:
@@ -283,10 +345,12 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 			n.sup = in.Strategy
 			if n.paused {
 				// A paused run has no boundary to wait for: it ends.
+				status := "kept"
 				if in.Strategy == runs.StrategyRollback {
-					lm.end(n, "discarded")
-				} else {
-					lm.end(n, "kept")
+					status = "discarded"
+				}
+				if !lm.end(n, status) {
+					return nil
 				}
 			}
 		}
@@ -315,6 +379,9 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 			}
 			n := c.clone()
 			n.queue = slices.DeleteFunc(slices.Clone(n.queue), func(r string) bool { return r == in.Run })
+			if f, ok := lm.facts[in.Run]; ok && (f.Status != "cancelled" || f.Writes != 0) {
+				return nil
+			}
 			if lm.tracked[in.Run] {
 				n.setFinal(in.Run, "cancelled")
 			}
@@ -325,7 +392,9 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 			}
 			n := c.clone()
 			if n.paused {
-				lm.end(n, "cancelled")
+				if !lm.end(n, "cancelled") {
+					return nil
+				}
 			} else {
 				n.cancel = true
 			}
@@ -371,30 +440,38 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 	}
 }
 
-// cset is the model's state: a set of configurations, sorted by key.
+// cset is the model's state: a set of configurations, sorted by hash.
 type cset struct {
 	members []*cfg
-	key     string
 	hash    uint64
 }
 
 func newCset(cs []*cfg) *cset {
-	slices.SortFunc(cs, func(a, b *cfg) int { return strings.Compare(a.key, b.key) })
+	slices.SortFunc(cs, func(a, b *cfg) int { return cmp.Compare(a.h, b.h) })
 	cs = slices.CompactFunc(cs, func(a, b *cfg) bool { return a.key == b.key })
-	var b strings.Builder
+	var h uint64
 	for _, c := range cs {
-		b.WriteString(c.key)
-		b.WriteByte('\n')
+		h += c.h
 	}
-	f := fnv.New64a()
-	_, _ = f.Write([]byte(b.String()))
-	return &cset{members: cs, key: b.String(), hash: f.Sum64()}
+	return &cset{members: cs, hash: h}
+}
+
+func (s *cset) equal(o *cset) bool {
+	if s.hash != o.hash || len(s.members) != len(o.members) {
+		return false
+	}
+	for i, c := range s.members {
+		if c.key != o.members[i].key {
+			return false
+		}
+	}
+	return true
 }
 
 // closure adds to s every configuration background events lead to.
 func (lm *linModel) closure(ctx context.Context, s *cset) []*cfg {
-	seen := make(map[string]bool, len(s.members))
-	all := make([]*cfg, 0, len(s.members))
+	seen := make(map[ckey]bool, 2*len(s.members))
+	all := make([]*cfg, 0, 2*len(s.members))
 	for _, c := range s.members {
 		if !seen[c.key] {
 			seen[c.key] = true
@@ -451,7 +528,7 @@ func (lm *linModel) model() porcupine.Model {
 			return lm.step(context.Background(), state, input, output)
 		},
 		StepContext: lm.step,
-		Equal:       func(a, b any) bool { return a.(*cset).key == b.(*cset).key },
+		Equal:       func(a, b any) bool { return a.(*cset).equal(b.(*cset)) },
 		Hash:        func(s any) uint64 { return s.(*cset).hash },
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(linInput), output.(linOutput)
@@ -486,8 +563,8 @@ func (lm *linModel) model() porcupine.Model {
 
 // newLinModel prepares the model of history: it marks each operation that
 // is the last to ask about its run, and tracks the runs asked about.
-func newLinModel(history []porcupine.Operation) *linModel {
-	lm := &linModel{tracked: map[string]bool{}}
+func newLinModel(history []porcupine.Operation, facts map[string]runFact) *linModel {
+	lm := &linModel{tracked: map[string]bool{}, facts: facts}
 	last := map[string]int{}
 	for i, op := range history {
 		in := op.Input.(linInput)
