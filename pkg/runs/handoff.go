@@ -24,8 +24,11 @@ type HandOffKind string
 const (
 	// HandOffClaim: a new run asks for the thread. An idle thread becomes
 	// the run's (effect: start it from the head); on a busy thread the
-	// strategy decides: reject refuses, the others queue the run (and
-	// interrupt and rollback supersede the active run).
+	// strategy decides: reject refuses, the others queue the run, and the
+	// first interrupt or rollback to arrive while the active run holds
+	// the thread supersedes it (effect: write the supersede on its
+	// record; Thread.Superseding is pending until then, and refuses other
+	// queueing claims with errSupersedePending).
 	HandOffClaim HandOffKind = "claim"
 	// HandOffPassOn: the active run left the thread (it ended, or was
 	// superseded while paused). The head becomes its last committed step,
@@ -59,7 +62,8 @@ type HandOffEffect struct {
 	// Base is the step Start starts from (nil: the empty state).
 	Base *StepRef
 	// Supersede is the active run a claim with strategy interrupt or
-	// rollback takes the thread from; Queued is set when the claim queued.
+	// rollback takes the thread from (Thread.Superseding names the claim,
+	// pending); Queued is set when the claim queued.
 	Supersede string
 	Queued    bool
 }
@@ -67,7 +71,8 @@ type HandOffEffect struct {
 // HandOff applies event ev to thread t: it returns the thread's next
 // state and the effect to carry out, or an error saying why the event does
 // not apply (then t is returned unchanged): a *BusyError, errClaimedYet,
-// errNotActive, errStop (nothing to change) or a thread being deleted.
+// errSupersedePending, errNotActive, errStop (nothing to change) or a
+// thread being deleted.
 func HandOff(t Thread, ev HandOffEvent) (Thread, HandOffEffect, error) {
 	t = cloneThread(t)
 	var eff HandOffEffect
@@ -80,7 +85,7 @@ func HandOff(t Thread, ev HandOffEvent) (Thread, HandOffEffect, error) {
 			return t, eff, errDeleting(t.ID)
 		}
 		if t.Active == "" {
-			t.Active = ev.Run
+			t.Active, t.Superseding = ev.Run, nil
 			eff.Start, eff.Base = ev.Run, cloneRef(t.Head)
 			return t, eff, nil
 		}
@@ -91,7 +96,14 @@ func HandOff(t Thread, ev HandOffEvent) (Thread, HandOffEffect, error) {
 		if st == StrategyReject {
 			return t, eff, &BusyError{Thread: t.ID, ActiveRun: t.Active}
 		}
-		if st == StrategyInterrupt || st == StrategyRollback {
+		if t.Superseding != nil && t.Superseding.Pending {
+			// A run queued before this one supersedes the active run
+			// and has not written it yet: what it does (or finds it
+			// too late to do) comes first.
+			return t, eff, errSupersedePending
+		}
+		if (st == StrategyInterrupt || st == StrategyRollback) && t.Superseding == nil {
+			t.Superseding = &Superseding{Run: ev.Run, Strategy: st, Pending: true}
 			eff.Supersede = t.Active
 		}
 		t.Queue = append(t.Queue, ev.Run)
@@ -107,7 +119,7 @@ func HandOff(t Thread, ev HandOffEvent) (Thread, HandOffEffect, error) {
 		if ev.Last != nil && !ev.Discarded {
 			t.Head = cloneRef(ev.Last)
 		}
-		t.Active = ""
+		t.Active, t.Superseding = "", nil
 		if len(t.Queue) > 0 {
 			t.Active, t.Queue = t.Queue[0], t.Queue[1:]
 			eff.Start, eff.Base = t.Active, cloneRef(t.Head)
@@ -116,7 +128,7 @@ func HandOff(t Thread, ev HandOffEvent) (Thread, HandOffEffect, error) {
 	case HandOffRelease:
 		switch {
 		case t.Active == ev.Run:
-			t.Active = ""
+			t.Active, t.Superseding = "", nil
 			if len(t.Queue) > 0 {
 				t.Active, t.Queue = t.Queue[0], t.Queue[1:]
 				eff.Start, eff.Base = t.Active, cloneRef(t.Head)

@@ -40,6 +40,10 @@ type Thread struct {
 	Active string `json:"active_run_id,omitempty"`
 	// Queue lists the runs waiting for the thread, in arrival order.
 	Queue []string `json:"queued_run_ids,omitempty"`
+	// Superseding names the run that supersedes Active: the first run
+	// that claimed the thread with strategy interrupt or rollback while
+	// Active held it (later ones only queue). See Superseding.
+	Superseding *Superseding `json:"superseding,omitempty"`
 	// ForkedFrom is the thread this one was forked from, if it was.
 	ForkedFrom string `json:"forked_from,omitempty"`
 	// Forks lists the threads forked from this one: their runs continue
@@ -53,6 +57,23 @@ type Thread struct {
 	// Version increases with every update; stores use it for optimistic
 	// concurrency, and it is what makes Active exclusive.
 	Version int64 `json:"version"`
+}
+
+// Superseding is the supersede of a thread's active run by a newer run
+// (strategy interrupt or rollback). The claim that queues the newer run
+// records it, Pending, in the same conditional write; it is carried out
+// by a second write, on the active run's record (supersedeRun), and then
+// no longer Pending. While it is pending no other run may claim the
+// thread: a claim that finds it pending carries it out first (any caller
+// may: the write is the same), so that every run queued after the
+// superseding one sees what it did to the active run, as it would if the
+// two writes were one. It is cleared when the active run changes.
+type Superseding struct {
+	// Run is the superseding run, Strategy its strategy.
+	Run      string   `json:"run_id"`
+	Strategy Strategy `json:"strategy"`
+	// Pending is set until the active run's record is written.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // StepRef names a committed step of a run; it is [pregel.StepRef], so a
@@ -175,6 +196,10 @@ func cloneThread(t Thread) Thread {
 	}
 	if t.Queue != nil {
 		t.Queue = append([]string(nil), t.Queue...)
+	}
+	if t.Superseding != nil {
+		sp := *t.Superseding
+		t.Superseding = &sp
 	}
 	if t.Forks != nil {
 		t.Forks = append([]string(nil), t.Forks...)

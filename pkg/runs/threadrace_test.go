@@ -184,3 +184,100 @@ func TestRunCompletingUnderRollbackTellsTheTruth(t *testing.T) {
 		t.Errorf("run b starts from %v, want the empty state (a was rolled back)", b.Base)
 	}
 }
+
+// claimStopped claims thread for run id with strategy st as CreateOnThread
+// does, and stops there, as a creator cut short between its claim and the
+// write of its supersede on the active run.
+func claimStopped(t *testing.T, svc *runs.Service, thread, id string, st runs.Strategy) runs.HandOffEffect {
+	t.Helper()
+	var eff runs.HandOffEffect
+	if _, err := runs.MutateThread(t.Context(), svc.Threads, thread, func(th *runs.Thread) error {
+		next, e, err := runs.HandOff(*th, runs.HandOffEvent{Kind: runs.HandOffClaim, Run: id, Strategy: st})
+		*th, eff = next, e
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return eff
+}
+
+// TestSupersedeByFirstClaim: the linearizability check found (issue 22)
+// that a claim and its supersede are two writes: a rollback b queued
+// first, an interrupt c queued after it wrote its supersede first, and the
+// active run a was drained by c (its steps kept, "superseded by c") while
+// b took the thread next; or an enqueue queued after b while b's write
+// was still to come. The first claim's supersede is recorded with the
+// claim, and every later claim carries it out before it queues.
+func TestSupersedeByFirstClaim(t *testing.T) {
+	for _, st := range []runs.Strategy{runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
+		t.Run(string(st), func(t *testing.T) {
+			svc := newStillService(t)
+			ctx := t.Context()
+			if _, _, err := svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: "t"}); err != nil {
+				t.Fatal(err)
+			}
+			stillRun(t, svc, "t", "a", "one", "")
+			if eff := claimStopped(t, svc, "t", "b", runs.StrategyRollback); eff.Supersede != "a" {
+				t.Fatalf("rollback claim effect %+v, want a superseded", eff)
+			}
+			stillRun(t, svc, "t", "c", "three", st)
+			a, _ := svc.Get(ctx, "a")
+			if a.SupersededBy != "b" || !a.Discarded || !a.CancelRequested {
+				t.Errorf("run a: superseded by %q discarded %v cancel requested %v; want rolled back by b, the first to claim", a.SupersededBy, a.Discarded, a.CancelRequested)
+			}
+			th, err := svc.GetThread(ctx, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(th.Queue, []string{"b", "c"}) {
+				t.Errorf("thread queue %v, want [b c]", th.Queue)
+			}
+			// a stops as its executor sees the cancel: b starts from the
+			// empty state, a's steps discarded.
+			a, err = runs.Mutate(ctx, svc.Runs, "a", func(r *runs.Run) error { r.Status, r.CancelRequested = pregel.RunCancelled, false; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.RunStopped(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if got := stillMessages(t, svc, "t"); len(got) != 0 {
+				t.Errorf("thread state after a's rollback = %v, want empty", got)
+			}
+		})
+	}
+}
+
+// TestSupersedeTooLate: a run whose record says completed when the
+// supersede is written has nothing left to drain or cancel; it stays
+// completed, its writes stay in the thread, and the superseding run
+// starts after it (the strategy's promise is about a run that still
+// runs; see pkg/runs/README.md).
+func TestSupersedeTooLate(t *testing.T) {
+	svc := newStillService(t)
+	ctx := t.Context()
+	if _, _, err := svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	stillRun(t, svc, "t", "a", "one", "")
+	claimStopped(t, svc, "t", "b", runs.StrategyRollback)
+	// a's last step was committed; its executor records the end.
+	a, err := runs.Mutate(ctx, svc.Runs, "a", func(r *runs.Run) error { r.Status = pregel.RunCompleted; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stillRun(t, svc, "t", "c", "three", runs.StrategyEnqueue)
+	if a, _ = svc.Get(ctx, "a"); a.Status != pregel.RunCompleted || a.Discarded || a.SupersededBy != "" {
+		t.Errorf("run a: status %s discarded %v superseded by %q; want completed, kept, superseded by none", a.Status, a.Discarded, a.SupersededBy)
+	}
+	if err := svc.RunStopped(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	th, err := svc.GetThread(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.Active != "b" || !slices.Equal(th.Queue, []string{"c"}) || th.Head == nil || th.Head.RunID != "a" {
+		t.Errorf("thread active %q queue %v head %v; want b active, c queued, head at a", th.Active, th.Queue, th.Head)
+	}
+}

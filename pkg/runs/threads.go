@@ -75,6 +75,9 @@ var (
 	errStop       = errors.New("nothing to change")
 	errNotActive  = errors.New("run is not the thread's active run")
 	errClaimedYet = errors.New("run already claimed the thread")
+	// errSupersedePending refuses a claim while an earlier claim's
+	// supersede of the active run is not yet written.
+	errSupersedePending = errors.New("a supersede of the thread's active run is pending")
 )
 
 func (s *Service) threads() (ThreadStore, error) {
@@ -445,6 +448,9 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 			return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
 		}
 		// A retry: finish what the first request may have left.
+		if err := s.finishSupersede(ctx, threadID); err != nil {
+			return Run{}, false, err
+		}
 		if err := s.startIfActive(ctx, threadID, req.RunID); err != nil {
 			return Run{}, false, err
 		}
@@ -462,12 +468,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 			return Run{}, false, err
 		}
 	}
-	var eff HandOffEffect
-	_, err = MutateThread(ctx, ts, threadID, func(t *Thread) error {
-		next, e, err := HandOff(*t, HandOffEvent{Kind: HandOffClaim, Run: req.RunID, Strategy: strategy})
-		*t, eff = next, e
-		return err
-	})
+	eff, err := s.claim(ctx, threadID, req.RunID, strategy)
 	if err != nil && !errors.Is(err, errClaimedYet) {
 		return Run{}, false, err
 	}
@@ -504,7 +505,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 		return r, true, nil
 	}
 	if busy != "" {
-		if err := s.supersede(ctx, busy, req.RunID, strategy); err != nil {
+		if err := s.supersede(ctx, threadID, busy, Superseding{Run: req.RunID, Strategy: strategy, Pending: true}); err != nil {
 			return Run{}, false, err
 		}
 	}
@@ -560,17 +561,77 @@ func (s *Service) unclaim(ctx context.Context, threadID, runID string) {
 	}
 }
 
-// supersede applies an interrupt or rollback strategy to the run active
-// when run newID arrived.
-func (s *Service) supersede(ctx context.Context, activeID, newID string, strategy Strategy) error {
-	if strategy != StrategyInterrupt && strategy != StrategyRollback {
-		return nil
+// claim claims thread threadID for run runID (HandOffClaim). A claim that
+// finds an earlier claim's supersede of the active run pending carries it
+// out first, then claims again: the runs queued after a superseding run
+// see what it did.
+func (s *Service) claim(ctx context.Context, threadID, runID string, strategy Strategy) (HandOffEffect, error) {
+	for attempt := 0; ; attempt++ {
+		var (
+			eff     HandOffEffect
+			pending Superseding
+			active  string
+		)
+		_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
+			next, e, err := HandOff(*t, HandOffEvent{Kind: HandOffClaim, Run: runID, Strategy: strategy})
+			if errors.Is(err, errSupersedePending) {
+				pending, active = *t.Superseding, t.Active
+			}
+			*t, eff = next, e
+			return err
+		})
+		if !errors.Is(err, errSupersedePending) {
+			return eff, err
+		}
+		if attempt >= 100 {
+			return eff, fmt.Errorf("thread %q is changing hands; try again: %w", threadID, ErrConflict)
+		}
+		if err := s.supersede(ctx, threadID, active, pending); err != nil {
+			return eff, err
+		}
 	}
+}
+
+// finishSupersede carries out the pending supersede of thread threadID's
+// active run, if there is one (its claimer stopped before it).
+func (s *Service) finishSupersede(ctx context.Context, threadID string) error {
+	t, err := s.Threads.GetThread(ctx, threadID)
+	if err != nil || t.Superseding == nil || !t.Superseding.Pending {
+		return err
+	}
+	return s.supersede(ctx, threadID, t.Active, *t.Superseding)
+}
+
+// supersede carries out sp, the pending supersede of run activeID, the
+// active run of thread threadID: it writes it on the run's record
+// (supersedeRun; nothing if the run has ended since, or was superseded
+// before), then marks it done on the thread. Whoever claims the thread
+// next may call it too: the writes are the same.
+func (s *Service) supersede(ctx context.Context, threadID, activeID string, sp Superseding) error {
 	// The active run's creator may not have stored it yet: it claimed
-	// the thread a moment ago. Wait for its record a little.
-	for wait := time.Millisecond; wait < time.Second; wait *= 2 {
-		if _, err := s.Runs.GetRun(ctx, activeID); !errors.Is(err, ErrNotFound) {
+	// the thread a moment ago. Wait for its record, or for the thread to
+	// change hands (a creator that stopped for good leaves a stale claim,
+	// repaired after StaleClaim).
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		_, err := s.Runs.GetRun(ctx, activeID)
+		if err == nil {
 			break
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		t, err := s.Threads.GetThread(ctx, threadID)
+		if err != nil {
+			return err
+		}
+		if t.Active != activeID || t.Superseding == nil || *t.Superseding != sp {
+			return nil // carried out by another caller, or the run left
+		}
+		if s.now().Sub(t.UpdatedAt) > StaleClaim {
+			if err := s.repairClaim(ctx, threadID); err != nil {
+				return err
+			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -578,12 +639,23 @@ func (s *Service) supersede(ctx context.Context, activeID, newID string, strateg
 		case <-time.After(wait):
 		}
 	}
-	r, err := s.mutateRun(ctx, activeID, func(r *Run) error { return supersedeRun(r, newID, strategy) })
-	switch {
-	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):
+	r, err := s.mutateRun(ctx, activeID, func(r *Run) error { return supersedeRun(r, sp.Run, sp.Strategy) })
+	applied := err == nil
+	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%s run %q: %w", sp.Strategy, activeID, err)
+	}
+	_, err = MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
+		if t.Active != activeID || t.Superseding == nil || *t.Superseding != sp {
+			return errStop
+		}
+		t.Superseding.Pending = false
 		return nil
-	case err != nil:
-		return fmt.Errorf("%s run %q: %w", strategy, activeID, err)
+	})
+	if err != nil && !errors.Is(err, errStop) && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("thread %q: %w", threadID, err)
+	}
+	if !applied {
+		return nil
 	}
 	if r.Status == pregel.RunPending || r.Status == pregel.RunRunning {
 		s.Dispatcher.Signal(ctx, r)
@@ -1158,7 +1230,7 @@ func (s *Service) dropStaleClaim(ctx context.Context, t *Thread) (promoted strin
 			return promoted // the run exists (or cannot be read): the claim stands
 		}
 		s.logger().Warn("thread claimed by a run that was never stored; passing it on", "thread_id", t.ID, "run_id", t.Active)
-		t.Active, promoted = "", ""
+		t.Active, t.Superseding, promoted = "", nil, ""
 		if len(t.Queue) > 0 {
 			t.Active, t.Queue = t.Queue[0], t.Queue[1:]
 			promoted = t.Active

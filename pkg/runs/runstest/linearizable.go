@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,347 +20,383 @@ import (
 )
 
 // Linearizable records the operations of concurrent clients on threads
-// (creates with each strategy, reads of the state, waits for a run's final
-// status) with their invocation and response times, and checks each
-// thread's history with porcupine against a sequential model of a thread:
-// one active run at a time, each strategy's promise, every completed run's
-// writes in the thread exactly once, every discarded run reported as
-// discarded and its writes absent. Runs execute in the background (the
-// model lets them step, complete, drain or be discarded between client
-// operations, as the real runs do). threads threads get clients clients
-// each, every client making ops operations.
+// with their invocation and response times, and checks each thread's
+// history with porcupine against a sequential model of a thread (see
+// linmodel.go). The operations: creates with each strategy (some of them
+// of runs that stop at an interrupt and wait for an answer), reads of the
+// thread's state, reads of a run's status (waiting for it to end, for a
+// while), cancels, and resumes of the runs waiting for an answer. The
+// model: one active run at a time; each strategy's promise; a run's
+// writes in the thread once it completed, or was superseded by interrupt
+// or cancelled (the steps it committed), never once it was rolled back;
+// each run's final status saying which. Runs execute in the background
+// (the model lets them step, pause, end and pass the thread on between
+// client operations, as the real runs do). threads threads get clients
+// clients each, every client making ops operations. The test fails if a
+// history is not linearizable, if the checker cannot decide in time, or
+// if a run is still not finished a while after the clients cancelled
+// what they left.
 func Linearizable(t *testing.T, threads, clients, ops int, newEnv func(t *testing.T) ThreadEnv) {
 	t.Helper()
-	e := newThreadEnv(t, newEnv)
-	e.open()
-	var (
-		mu      sync.Mutex
-		history []porcupine.Operation
-	)
-	prefix := uniq(t)
-	var wg sync.WaitGroup
-	for th := range threads {
-		thread := fmt.Sprintf("%s-%d", prefix, th)
-		if _, _, err := e.svc.CreateThread(t.Context(), runs.CreateThreadRequest{ThreadID: thread}); err != nil {
-			t.Fatal(err)
-		}
-		for c := range clients {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(th), uint64(c)))
-				var mine []string
-				for i := range ops {
-					var in linInput
-					in.Thread = thread
-					switch p := rng.IntN(10); {
-					case p < 4 || len(mine) == 0:
-						in.Op = "create"
-						in.Run = fmt.Sprintf("r%d-%d-%d", th, c, i)
-						in.Strategy = []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback}[rng.IntN(4)]
-					case p < 7:
-						in.Op = "read"
-					default:
-						in.Op = "wait"
-						in.Run = mine[rng.IntN(len(mine))]
-					}
-					call := time.Now().UnixNano()
-					out := e.linDo(t, in)
-					ret := time.Now().UnixNano()
-					if in.Op == "create" && out.Err == "" {
-						mine = append(mine, in.Run)
-					}
-					mu.Lock()
-					history = append(history, porcupine.Operation{ClientId: th*clients + c, Input: in, Call: call, Output: out, Return: ret})
-					mu.Unlock()
-				}
-			})
-		}
-	}
-	wg.Wait()
-	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(threadModel.ToModel(), history, 5*time.Minute)
-	t.Logf("linearizability: %d operations on %d threads, %d clients each: %s (checked in %v)", len(history), threads, clients, res, time.Since(start).Round(time.Millisecond))
+	res := CheckLinearizable(t, LinConfig{Threads: threads, Clients: clients, Ops: ops, Strict: true}, newEnv)
 	if res != porcupine.Ok {
-		if res == porcupine.Illegal {
-			if f := t.TempDir() + "/history.html"; porcupine.VisualizePath(threadModel.ToModel(), info, f) == nil {
-				t.Logf("the history is drawn in %s", f)
-			}
-		}
 		t.Errorf("thread histories are not linearizable: %s", res)
 	}
 }
 
+// LinConfig sizes a linearizability check.
+type LinConfig struct {
+	Threads, Clients, Ops int
+	// Strict fails the test on an operation's unexpected error and on a
+	// run left unfinished; without it (a check of the checker, against
+	// a store broken on purpose) such errors are only outputs the model
+	// refuses.
+	Strict bool
+	// Timeout bounds the checker (default 5 minutes).
+	Timeout time.Duration
+}
+
+// CheckLinearizable runs the clients of Linearizable on the stores
+// newEnv makes and returns porcupine's verdict on their histories: Ok,
+// Illegal (the history is drawn as HTML under SUPERSTEP_LINEARIZABLE_HTML,
+// or the test's temp dir) or Unknown (not decided within the timeout).
+func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) ThreadEnv) porcupine.CheckResult {
+	t.Helper()
+	e := newThreadEnv(t, newEnv)
+	e.open()
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("SUPERSTEP_LINEARIZABLE_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		created []string
+	)
+	prefix := uniq(t)
+	var wg sync.WaitGroup
+	for th := range cfg.Threads {
+		thread := fmt.Sprintf("%s-%d", prefix, th)
+		if _, _, err := e.svc.CreateThread(t.Context(), runs.CreateThreadRequest{ThreadID: thread}); err != nil {
+			t.Fatal(err)
+		}
+		for c := range cfg.Clients {
+			cl := &linClient{e: e, strict: cfg.Strict, thread: thread, rng: rand.New(rand.NewPCG(seed, uint64(th*cfg.Clients+c))), name: fmt.Sprintf("%d-%d", th, c)}
+			wg.Go(func() {
+				for i := range cfg.Ops {
+					in := cl.next(i)
+					call := time.Now().UnixNano()
+					out, call2 := cl.do(t, in)
+					ret := time.Now().UnixNano()
+					if call2 != 0 {
+						call = call2 // a status read: only its last poll counts
+					}
+					cl.saw(in, out)
+					mu.Lock()
+					history = append(history, porcupine.Operation{ClientId: th*cfg.Clients + c, Input: in, Call: call, Output: out, Return: ret})
+					mu.Unlock()
+				}
+				mu.Lock()
+				created = append(created, cl.mine...)
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	e.finish(t, created, cfg.Strict)
+	facts := e.facts(t, created)
+	if dir := os.Getenv("SUPERSTEP_LINEARIZABLE_DUMP"); dir != "" {
+		if err := dumpHistory(filepath.Join(dir, fmt.Sprintf("history-%d.json", time.Now().UnixNano())), history, facts); err != nil {
+			t.Log(err)
+		}
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	start := time.Now()
+	model := newLinModel(history, facts).model()
+	res, info := porcupine.CheckOperationsVerbose(model, history, cfg.Timeout)
+	t.Logf("linearizability: %d operations on %d threads, %d clients each (seed %d): %s (checked in %v)", len(history), cfg.Threads, cfg.Clients, seed, res, time.Since(start).Round(time.Millisecond))
+	if res == porcupine.Illegal {
+		dir := os.Getenv("SUPERSTEP_LINEARIZABLE_HTML")
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		if f := filepath.Join(dir, fmt.Sprintf("history-%d.html", time.Now().UnixNano())); porcupine.VisualizePath(model, info, f) == nil {
+			t.Logf("the history is drawn in %s", f)
+		}
+	}
+	return res
+}
+
+// finish cancels the runs the clients left (unrecorded: the history is
+// complete), and checks that every run ends.
+func (e *tenv) finish(t *testing.T, created []string, strict bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, id := range created {
+		for {
+			r, err := e.svc.Get(t.Context(), id)
+			if err != nil || r.Status.Terminal() {
+				break
+			}
+			if time.Now().After(deadline) {
+				if strict {
+					t.Errorf("run %s still %s 30 s after the clients stopped (cancel asked %v, superseded by %q)", id, r.Status, r.CancelRequested, r.SupersededBy)
+				}
+				return
+			}
+			if !r.CancelRequested {
+				_, _ = e.svc.Cancel(t.Context(), id)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
+// facts reads how each run ended (runFact), once all have.
+func (e *tenv) facts(t *testing.T, created []string) map[string]runFact {
+	t.Helper()
+	facts := make(map[string]runFact, len(created))
+	for _, id := range created {
+		r, err := e.svc.Get(t.Context(), id)
+		if err != nil || !r.Status.Terminal() {
+			continue
+		}
+		f := runFact{Status: finalStatus(r)}
+		cp, err := e.svc.Checkpoints.Load(t.Context(), id, pregel.Latest)
+		if err == nil {
+			var msgs []string
+			if raw, ok := cp.Values["messages"]; ok && json.Unmarshal(raw, &msgs) == nil {
+				if i := slices.Index(msgs, id); i >= 0 {
+					f.Writes = len(msgs) - i
+				}
+			}
+		}
+		facts[id] = f
+	}
+	return facts
+}
+
+// linClient is one client of a thread.
+type linClient struct {
+	e      *tenv
+	strict bool
+	thread string
+	name   string
+	rng    *rand.Rand
+	mine   []string // the runs it created
+	asking []string // its runs that will wait for an answer, not yet answered
+}
+
+// next chooses operation i.
+func (c *linClient) next(i int) linInput {
+	in := linInput{Thread: c.thread}
+	p := c.rng.IntN(100)
+	switch {
+	case len(c.asking) > 0 && p < 30:
+		in.Run = c.asking[c.rng.IntN(len(c.asking))]
+		in.Op = "resume"
+		if c.rng.IntN(4) == 0 {
+			in.Op = "cancel"
+		}
+	case len(c.mine) == 0 || p < 60:
+		in.Op = "create"
+		in.Run = fmt.Sprintf("r%s-%d", c.name, i)
+		if c.rng.IntN(4) == 0 {
+			in.Run = "ask" + in.Run
+		}
+		in.Strategy = []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback}[c.rng.IntN(4)]
+	case p < 75:
+		in.Op = "read"
+	case p < 92:
+		in.Op = "wait"
+		in.Run = c.mine[c.rng.IntN(len(c.mine))]
+	default:
+		in.Op = "cancel"
+		in.Run = c.mine[c.rng.IntN(len(c.mine))]
+	}
+	return in
+}
+
+// saw keeps what the client learnt from an operation.
+func (c *linClient) saw(in linInput, out linOutput) {
+	switch {
+	case in.Op == "create" && out.Err == "":
+		c.mine = append(c.mine, in.Run)
+		if asks(in.Run) {
+			c.asking = append(c.asking, in.Run)
+		}
+	case (in.Op == "resume" || in.Op == "cancel") && out.Err == "",
+		in.Op == "wait" && out.Status != "waiting" && out.Status != "interrupted",
+		out.Err == "invalid":
+		c.asking = slices.DeleteFunc(c.asking, func(r string) bool { return r == in.Run })
+	}
+}
+
+// linInput is one client operation on a thread.
 // linInput is one client operation on a thread.
 type linInput struct {
 	Thread   string
-	Op       string // create, read, wait
+	Op       string // create, read, wait (a run's status), cancel, resume
 	Run      string
 	Strategy runs.Strategy
+	// Last marks the last operation asking about Run (set before the
+	// check): the model forgets the run's final status after it.
+	Last bool
 }
 
-// linOutput is what the client saw: Err "busy" for a refused create; the
-// messages of a read; the final status of a waited run.
+// linOutput is what the client saw: Err "busy" for a refused create,
+// "invalid" for a refused cancel or resume; the messages of a read; the
+// status of a run (waiting, interrupted, or how it ended: see
+// finalStatus).
 type linOutput struct {
 	Err      string
 	Messages []string
-	Status   string // completed, kept (superseded, its steps kept), discarded
+	Status   string
 }
 
-func (e *tenv) linDo(t *testing.T, in linInput) linOutput {
+// hash is the rolling hash of the messages read.
+func (o linOutput) hash() uint64 {
+	var h uint64
+	for _, m := range o.Messages {
+		h = extend(h, m)
+	}
+	return h
+}
+
+// do carries out one operation. For a read of a run's status it returns
+// the time its last poll began, 0 otherwise.
+func (c *linClient) do(t *testing.T, in linInput) (linOutput, int64) {
 	ctx := t.Context()
+	fail := func(what string, err error) linOutput {
+		if c.strict {
+			t.Errorf("%s %s: %v", what, in.Run, err)
+		} else {
+			t.Logf("%s %s: %v", what, in.Run, err)
+		}
+		return linOutput{Err: err.Error()}
+	}
 	switch in.Op {
 	case "create":
-		_, _, err := e.svc.CreateOnThread(ctx, in.Thread, runs.ThreadRunRequest{Graph: "chat", RunID: in.Run, Input: json.RawMessage(fmt.Sprintf(`{"messages":[%q]}`, in.Run)), Strategy: in.Strategy})
+		_, _, err := c.e.svc.CreateOnThread(ctx, in.Thread, runs.ThreadRunRequest{Graph: "chat", RunID: in.Run, Input: json.RawMessage(fmt.Sprintf(`{"messages":[%q]}`, in.Run)), Strategy: in.Strategy})
 		var busy *runs.BusyError
 		switch {
 		case errors.As(err, &busy):
-			return linOutput{Err: "busy"}
+			return linOutput{Err: "busy"}, 0
 		case err != nil:
-			t.Errorf("create %s: %v", in.Run, err)
-			return linOutput{Err: err.Error()}
+			return fail("create", err), 0
 		}
-		return linOutput{}
+		return linOutput{}, 0
 	case "read":
-		st, err := e.svc.State(ctx, in.Thread)
+		st, err := c.e.svc.State(ctx, in.Thread)
 		if err != nil {
-			t.Errorf("read %s: %v", in.Thread, err)
-			return linOutput{Err: err.Error()}
+			return fail("read", err), 0
 		}
 		var msgs []string
 		if raw, ok := st.Values["messages"]; ok {
-			_ = json.Unmarshal(raw, &msgs)
-		}
-		return linOutput{Messages: msgs}
-	default:
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			r, err := e.svc.Get(ctx, in.Run)
-			if err != nil {
-				t.Errorf("get %s: %v", in.Run, err)
-				return linOutput{Err: err.Error()}
+			if err := json.Unmarshal(raw, &msgs); err != nil {
+				return fail("read", err), 0
 			}
-			if r.Status.Terminal() {
-				switch {
-				case r.Status == pregel.RunCompleted && !r.Discarded:
-					return linOutput{Status: "completed"}
-				case r.Status == pregel.RunCancelled && r.Discarded && r.SupersededBy != "":
-					return linOutput{Status: "discarded"}
-				case r.Status == pregel.RunCancelled && r.SupersededBy != "":
-					return linOutput{Status: "kept"}
-				}
-				return linOutput{Status: fmt.Sprintf("%s discarded=%v superseded_by=%q", r.Status, r.Discarded, r.SupersededBy)}
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("run %s still %s after a minute", in.Run, r.Status)
-				return linOutput{Err: "hung"}
-			}
-			time.Sleep(time.Millisecond)
 		}
-	}
-}
-
-// The sequential model of a thread. A run writes its message at step 0,
-// then "re:"+message, then "done" (the suite's chat graph): Done counts
-// the writes committed. The state is the writes of the runs in the
-// thread's lineage, then those of the active run.
-type mThread struct {
-	Lineage []mWrite
-	Active  string
-	Done    int  // writes of the active run committed (0: not started)
-	Drain   bool // the active run was asked to drain (interrupt)
-	Discard bool // the active run was rolled back
-	Queue   []string
-	Final   map[string]string // run → completed, kept, discarded
-	Gone    map[string]bool   // runs superseded before: a second supersede does nothing
-}
-
-type mWrite struct {
-	Run string
-	N   int
-}
-
-var chatWrites = func(run string) []string { return []string{run, "re:" + run, "done"} }
-
-func (m mThread) clone() mThread {
-	m.Lineage = slices.Clone(m.Lineage)
-	m.Queue = slices.Clone(m.Queue)
-	f := make(map[string]string, len(m.Final))
-	for k, v := range m.Final {
-		f[k] = v
-	}
-	m.Final = f
-	g := make(map[string]bool, len(m.Gone))
-	for k, v := range m.Gone {
-		g[k] = v
-	}
-	m.Gone = g
-	return m
-}
-
-func (m mThread) key() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%v|%s|%d|%v|%v|%v|", m.Lineage, m.Active, m.Done, m.Drain, m.Discard, m.Queue)
-	keys := make([]string, 0, len(m.Final))
-	for k := range m.Final {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%s,", k, m.Final[k])
-	}
-	gone := make([]string, 0, len(m.Gone))
-	for k := range m.Gone {
-		gone = append(gone, k)
-	}
-	slices.Sort(gone)
-	fmt.Fprintf(&b, "|%v", gone)
-	return b.String()
-}
-
-func (m mThread) messages() []string {
-	var out []string
-	for _, w := range m.Lineage {
-		out = append(out, chatWrites(w.Run)[:w.N]...)
-	}
-	if m.Active != "" {
-		out = append(out, chatWrites(m.Active)[:m.Done]...)
-	}
-	return out
-}
-
-// end takes the active run off the thread with its final status, and
-// starts the next queued one.
-func (m mThread) end(status string) mThread {
-	m = m.clone()
-	switch status {
-	case "completed", "kept":
-		if m.Done > 0 {
-			m.Lineage = append(m.Lineage, mWrite{m.Active, m.Done})
+		return linOutput{Messages: msgs}, 0
+	case "cancel", "resume":
+		var err error
+		if in.Op == "cancel" {
+			_, err = c.e.svc.Cancel(ctx, in.Run)
+		} else {
+			_, err = c.e.svc.Resume(ctx, in.Run, runs.ResumeRequest{Value: json.RawMessage(`"yes"`)})
 		}
+		switch {
+		case errors.Is(err, runs.ErrInvalidState):
+			return linOutput{Err: "invalid"}, 0
+		case err != nil:
+			return fail(in.Op, err), 0
+		}
+		return linOutput{}, 0
 	}
-	m.Final[m.Active] = status
-	m.Active, m.Done, m.Drain, m.Discard = "", 0, false, false
-	if len(m.Queue) > 0 {
-		m.Active, m.Queue = m.Queue[0], m.Queue[1:]
+	// A run's status, waited for a while: the operation is the last
+	// read of it.
+	deadline := time.Now().Add(time.Second)
+	for {
+		call := time.Now().UnixNano()
+		r, err := c.e.svc.Get(ctx, in.Run)
+		if err != nil {
+			return fail("status", err), call
+		}
+		switch {
+		case r.Status.Terminal():
+			return linOutput{Status: finalStatus(r)}, call
+		case r.Status == pregel.RunInterrupted:
+			return linOutput{Status: "interrupted"}, call
+		case time.Now().After(deadline):
+			return linOutput{Status: "waiting"}, call
+		}
+		time.Sleep(time.Millisecond)
 	}
-	return m
 }
 
-// internal lists the states one background event leads to: the active
-// run commits a step, completes, drains or is discarded.
-func (m mThread) internal() []mThread {
-	if m.Active == "" {
-		return nil
-	}
-	var out []mThread
-	if m.Done < 3 {
-		n := m.clone()
-		n.Done++
-		out = append(out, n)
-	}
+// finalStatus says how a run ended, as the model knows it: completed,
+// cancelled (by a client), kept (superseded by interrupt: its steps stay)
+// or discarded (rolled back).
+func finalStatus(r runs.Run) string {
 	switch {
-	case m.Discard:
-		out = append(out, m.end("discarded"))
-	case m.Done == 3:
-		out = append(out, m.end("completed"))
-	case m.Drain && m.Done > 0:
-		out = append(out, m.end("kept"))
+	case r.Status == pregel.RunCompleted && !r.Discarded && r.SupersededBy == "":
+		return "completed"
+	case r.Status == pregel.RunCompleted && !r.Discarded:
+		return "completed" // an interrupt came as its last step was done
+	case r.Status == pregel.RunCancelled && r.Discarded && r.SupersededBy != "":
+		return "discarded"
+	case r.Status == pregel.RunCancelled && !r.Discarded && r.SupersededBy != "":
+		return "kept"
+	case r.Status == pregel.RunCancelled && !r.Discarded:
+		return "cancelled"
 	}
-	return out
+	return fmt.Sprintf("%s discarded=%v superseded_by=%q", r.Status, r.Discarded, r.SupersededBy)
 }
 
-// closure is every state background events lead to from m.
-func closure(m mThread) []mThread {
-	seen := map[string]bool{m.key(): true}
-	all := []mThread{m}
-	for i := 0; i < len(all); i++ {
-		for _, n := range all[i].internal() {
-			if k := n.key(); !seen[k] {
-				seen[k] = true
-				all = append(all, n)
-			}
-		}
-	}
-	return all
+// dumped is a history as SUPERSTEP_LINEARIZABLE_DUMP writes it, for
+// checking it again (CheckDumpedHistory).
+type dumped struct {
+	Ops   []dumpedOp
+	Facts map[string]runFact
 }
 
-func (m mThread) apply(in linInput, out linOutput) (mThread, bool) {
-	switch in.Op {
-	case "create":
-		if m.Active == "" {
-			if out.Err != "" {
-				return m, false
-			}
-			n := m.clone()
-			n.Active, n.Done = in.Run, 1 // claimed and started: step 0 is committed
-			return n, true
-		}
-		if in.Strategy == runs.StrategyReject {
-			return m, out.Err == "busy"
-		}
-		if out.Err != "" {
-			return m, false
-		}
-		n := m.clone()
-		n.Queue = append(n.Queue, in.Run)
-		if (in.Strategy == runs.StrategyInterrupt || in.Strategy == runs.StrategyRollback) && !n.Gone[n.Active] {
-			n.Gone[n.Active] = true
-			if in.Strategy == runs.StrategyRollback {
-				n.Discard = true
-			} else {
-				n.Drain = true
-			}
-		}
-		return n, true
-	case "read":
-		return m, out.Err == "" && slices.Equal(m.messages(), out.Messages)
-	default:
-		f, ok := m.Final[in.Run]
-		return m, ok && out.Status == f && out.Err == ""
-	}
+type dumpedOp struct {
+	Client       int
+	Call, Return int64
+	In           linInput
+	Out          linOutput
 }
 
-var threadModel = porcupine.NondeterministicModel{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var order []string
-		for _, op := range history {
-			th := op.Input.(linInput).Thread
-			if _, ok := by[th]; !ok {
-				order = append(order, th)
-			}
-			by[th] = append(by[th], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, th := range order {
-			out = append(out, by[th])
-		}
-		return out
-	},
-	Init: func() []any { return []any{mThread{Final: map[string]string{}, Gone: map[string]bool{}}} },
-	Step: func(state, input, output any) []any {
-		in, out := input.(linInput), output.(linOutput)
-		var next []any
-		seen := map[string]bool{}
-		for _, s := range closure(state.(mThread)) {
-			if n, ok := s.apply(in, out); ok {
-				if k := n.key(); !seen[k] {
-					seen[k] = true
-					next = append(next, n)
-				}
-			}
-		}
-		return next
-	},
-	Equal: func(a, b any) bool { return a.(mThread).key() == b.(mThread).key() },
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(linInput), output.(linOutput)
-		switch in.Op {
-		case "create":
-			return fmt.Sprintf("create %s %s → %s", in.Run, in.Strategy, out.Err)
-		case "read":
-			return fmt.Sprintf("read → %v", out.Messages)
-		}
-		return fmt.Sprintf("wait %s → %s", in.Run, out.Status)
-	},
-	DescribeState: func(state any) string { return state.(mThread).key() },
+func dumpHistory(path string, history []porcupine.Operation, facts map[string]runFact) error {
+	d := dumped{Ops: make([]dumpedOp, len(history)), Facts: facts}
+	for i, op := range history {
+		d.Ops[i] = dumpedOp{Client: op.ClientId, Call: op.Call, Return: op.Return, In: op.Input.(linInput), Out: op.Output.(linOutput)}
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// CheckDumpedHistory checks again a history SUPERSTEP_LINEARIZABLE_DUMP
+// wrote, and returns the verdict and how long the check took.
+func CheckDumpedHistory(path string, timeout time.Duration) (porcupine.CheckResult, time.Duration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", 0, err
+	}
+	var d dumped
+	if err := json.Unmarshal(data, &d); err != nil {
+		return "", 0, err
+	}
+	history := make([]porcupine.Operation, len(d.Ops))
+	for i, op := range d.Ops {
+		history[i] = porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return, Input: op.In, Output: op.Out}
+	}
+	start := time.Now()
+	res := porcupine.CheckOperationsTimeout(newLinModel(history, d.Facts).model(), history, timeout)
+	return res, time.Since(start), nil
 }

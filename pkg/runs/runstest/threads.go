@@ -301,6 +301,12 @@ func newThreadEnv(t *testing.T, newEnv func(t *testing.T) ThreadEnv) *tenv {
 		}
 		defer e.inside.Add(-1)
 		last := s.Messages[len(s.Messages)-1]
+		if strings.HasPrefix(last, "ask") {
+			// The linearizability check's runs that wait for an answer.
+			if _, err := pregel.Interrupt[string](ctx, "go on?"); err != nil {
+				return chatState{}, err
+			}
+		}
 		if strings.HasPrefix(last, "block") {
 			select {
 			case <-e.gate:

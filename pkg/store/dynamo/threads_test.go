@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,17 +35,8 @@ func TestThreadStrategies(t *testing.T) {
 
 // TestThreadsLinearizable checks concurrent clients' histories on threads
 // against the sequential model of a thread (runstest.Linearizable);
-// SUPERSTEP_LINEARIZABLE_OPS=10000 makes it the long run.
-//
-// It runs only with SUPERSTEP_LINEARIZABLE=1: on SQLite its short run
-// reported an Illegal history in about 1 of 4 runs (and once no verdict
-// within the checker's 5 minutes) when this round ended, on the branch
-// that added it too. Whether the thread code or the model is wrong is
-// not known yet; issue 22 stays open on it (pkg/runs/README.md).
+// SUPERSTEP_LINEARIZABLE_OPS makes it a long run (pkg/runs/README.md).
 func TestThreadsLinearizable(t *testing.T) {
-	if os.Getenv("SUPERSTEP_LINEARIZABLE") == "" {
-		t.Skip("KNOWN OPEN FINDING: set SUPERSTEP_LINEARIZABLE=1 to run; it reports Illegal histories about 1 run in 4 on SQLite (see pkg/runs/README.md)")
-	}
 	t.Parallel()
 	threads, clients, ops := runstest.LinearizableSize()
 	runstest.Linearizable(t, threads, clients, ops, func(t *testing.T) runstest.ThreadEnv {
