@@ -162,7 +162,8 @@ func TestThreadsCommands(t *testing.T) {
 		t.Errorf("threads show: no Stored line for 2 runs:\n%s", r.stdout)
 	}
 	r = h.run("threads", "runs", "chat-1").want(t, ExitOK)
-	if !regexpMatch(`(?m)^`+second+`\s+assistant\s+completed`, r.stdout) || !regexpMatch(`(?m)^`+first+`\s+assistant\s+completed`, r.stdout) {
+	// RUN ID, GRAPH, VERSION (the graph's fingerprint), STATUS.
+	if !regexpMatch(`(?m)^`+second+`\s+assistant\s+[0-9a-f]{16}\s+completed`, r.stdout) || !regexpMatch(`(?m)^`+first+`\s+assistant\s+[0-9a-f]{16}\s+completed`, r.stdout) {
 		t.Errorf("threads runs:\n%s", r.stdout)
 	}
 	r = h.run("threads", "history", "chat-1", "--limit", "3").want(t, ExitOK)
