@@ -54,6 +54,9 @@ type LinConfig struct {
 	Strict bool
 	// Timeout bounds the checker (default 5 minutes).
 	Timeout time.Duration
+	// Settle is how long the runs may take to end after the clients
+	// stopped (default 30 s).
+	Settle time.Duration
 }
 
 // CheckLinearizable runs the clients of Linearizable on the stores
@@ -103,7 +106,10 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 		}
 	}
 	wg.Wait()
-	e.finish(t, created, cfg.Strict)
+	if cfg.Settle == 0 {
+		cfg.Settle = 30 * time.Second
+	}
+	e.finish(t, created, cfg.Strict, cfg.Settle)
 	facts := e.facts(t, created)
 	if dir := os.Getenv("SUPERSTEP_LINEARIZABLE_DUMP"); dir != "" {
 		if err := dumpHistory(filepath.Join(dir, fmt.Sprintf("history-%d.json", time.Now().UnixNano())), history, facts); err != nil {
@@ -131,9 +137,9 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 
 // finish cancels the runs the clients left (unrecorded: the history is
 // complete), and checks that every run ends.
-func (e *tenv) finish(t *testing.T, created []string, strict bool) {
+func (e *tenv) finish(t *testing.T, created []string, strict bool, settle time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settle)
 	for _, id := range created {
 		for {
 			r, err := e.svc.Get(t.Context(), id)
@@ -142,7 +148,7 @@ func (e *tenv) finish(t *testing.T, created []string, strict bool) {
 			}
 			if time.Now().After(deadline) {
 				if strict {
-					t.Errorf("run %s still %s 30 s after the clients stopped (cancel asked %v, superseded by %q)", id, r.Status, r.CancelRequested, r.SupersededBy)
+					t.Errorf("run %s still %s %v after the clients stopped (cancel asked %v, superseded by %q)", id, r.Status, settle, r.CancelRequested, r.SupersededBy)
 				}
 				return
 			}
