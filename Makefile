@@ -51,7 +51,7 @@ staticcheck:
 	$(STATICCHECK) $(PKGS)
 
 ## fuzz: run one fuzz target longer than make test does (its seeds):
-##   make fuzz FUZZ=FuzzDecode PKG=./pkg/jsonin FUZZTIME=5m
+##   make fuzz FUZZ=FuzzDecode PKG=./pkg/internal/jsonin FUZZTIME=5m
 FUZZTIME ?= 1m
 fuzz:
 	@if [ -z "$(FUZZ)" ] || [ -z "$(PKG)" ]; then echo "fuzz: set FUZZ=<target> PKG=<package>; the targets: git grep -n 'func Fuzz'" >&2; exit 2; fi

@@ -27,9 +27,9 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/superstep/superstep/bench/awsbench"
+	"github.com/superstep/superstep/internal/awsmeter"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/testkit"
-	"github.com/superstep/superstep/pkg/awsmeter"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"

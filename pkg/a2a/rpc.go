@@ -17,7 +17,7 @@ import (
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 )
 
 // JSON-RPC and A2A error codes.

@@ -13,7 +13,7 @@ import (
 
 	agentpkg "github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/api"
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/api"
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 )
 
 func deep(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }

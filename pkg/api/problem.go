@@ -12,7 +12,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 	"github.com/superstep/superstep/pkg/runs"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 	"github.com/superstep/superstep/pkg/pregel"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/superstep/superstep/pkg/agent"
+	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/pregel"
-	"github.com/superstep/superstep/pkg/sqsqueue"
 )
 
 // killKey holds, in the context of a handler invocation, the function

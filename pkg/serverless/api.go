@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/superstep/superstep/pkg/api"
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/schedule"
 	"github.com/superstep/superstep/pkg/schedule/awsscheduler"
@@ -158,7 +158,7 @@ func (a *App) HandleStartQueue(ctx context.Context, ev events.SQSEvent) (events.
 // id when the request has none.
 func (a *App) start(ctx context.Context, log *slog.Logger, body, defaultID string) error {
 	var req StartRequest
-	if err := jsonin.Check([]byte(body)); err != nil { // the limits every entry point applies (pkg/jsonin)
+	if err := jsonin.Check([]byte(body)); err != nil { // the limits every entry point applies (pkg/internal/jsonin)
 		return fmt.Errorf("%w: start request: %w", ErrBadEvent, err)
 	}
 	if err := decodeBody(body, &req, true); err != nil {

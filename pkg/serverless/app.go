@@ -55,13 +55,13 @@ import (
 
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
-	"github.com/superstep/superstep/pkg/jwtauth"
+	"github.com/superstep/superstep/pkg/internal/jwtauth"
+	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/mcpserver"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/schedule"
 	"github.com/superstep/superstep/pkg/schedule/awsscheduler"
-	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/tick"
 	"github.com/superstep/superstep/pkg/tracing"
@@ -118,7 +118,7 @@ const (
 	EnvStreamURL = "STREAM_URL"
 	// EnvJWTIssuer and EnvJWTAudience, when the issuer is set, make the
 	// HTTP API check bearer JSON Web Tokens itself, as API Gateway's JWT
-	// authorizer does (pkg/jwtauth): the stream function's URL with
+	// authorizer does (pkg/internal/jwtauth): the stream function's URL with
 	// AuthType NONE. The audiences are comma separated.
 	EnvJWTIssuer   = "JWT_ISSUER"
 	EnvJWTAudience = "JWT_AUDIENCE"
@@ -171,7 +171,7 @@ type Config struct {
 	// StreamURL is the stream function's public URL (optional).
 	StreamURL string
 	// JWTIssuer, when set, is the issuer of the bearer tokens the HTTP
-	// API requires (checked by the handler, see pkg/jwtauth), for one of
+	// API requires (checked by the handler, see pkg/internal/jwtauth), for one of
 	// JWTAudience.
 	JWTIssuer   string
 	JWTAudience []string

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/superstep/superstep/pkg/sqsqueue"
+	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 

@@ -26,15 +26,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/superstep/superstep/examples"
+	"github.com/superstep/superstep/internal/awsmeter"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/testkit"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
-	"github.com/superstep/superstep/pkg/awsmeter"
+	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
-	"github.com/superstep/superstep/pkg/sqsqueue"
 	"github.com/superstep/superstep/pkg/tracing"
 )
 

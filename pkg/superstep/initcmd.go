@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/superstep/superstep/pkg/scaffold"
+	"github.com/superstep/superstep/pkg/internal/scaffold"
 )
 
 // modulePath is superstep's module path.

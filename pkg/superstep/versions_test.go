@@ -41,7 +41,7 @@ func approvalGraph(t *testing.T, version string, renamed, declare bool) *pregel.
 // the run (the interrupted node renamed without a declared rename) stops
 // it drained, exit code 4, the reason naming the node and both versions,
 // the answer kept; the binary with the rename declared completes it with
-// that answer. (TestTwoBuilds in pkg/scaffold does the same with `go
+// that answer. (TestTwoBuilds in pkg/internal/scaffold does the same with `go
 // build`s of a scaffolded project.)
 func TestResumeOnOtherCode(t *testing.T) {
 	h := newHarness(t)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/superstep/superstep/pkg/awsmeter"
+	"github.com/superstep/superstep/internal/awsmeter"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/dynamo"

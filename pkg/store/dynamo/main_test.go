@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/superstep/superstep/internal/awsmeter"
 	"github.com/superstep/superstep/internal/mototest"
-	"github.com/superstep/superstep/pkg/awsmeter"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/superstep/superstep/pkg/jwtauth"
+	"github.com/superstep/superstep/pkg/internal/jwtauth"
 )
 
 // issuer is an OpenID provider on a local listener: a discovery document

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 )
 
 // FuzzCheck: Check never panics on a request body; it refuses invalid
 // UTF-8 and nesting past MaxDepth with a *jsonin.Error, and what it
 // accepts that is valid JSON decodes. `go test` runs the seeds; longer:
-// make fuzz FUZZ=FuzzCheck PKG=./pkg/jsonin
+// make fuzz FUZZ=FuzzCheck PKG=./pkg/internal/jsonin
 func FuzzCheck(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"a":1,"b":[1,2,{"c":null}]}`, `{"id":1,"ID":2}`, `{"a":{"a":1},"a":2}`,

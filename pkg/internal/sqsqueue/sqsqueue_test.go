@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/superstep/superstep/internal/mototest"
-	"github.com/superstep/superstep/pkg/sqsqueue"
+	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/tick"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/superstep/superstep/pkg/sqsqueue"
+	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/tick"
 )
 

@@ -18,7 +18,7 @@ import (
 // times with `go build` (about 40 s a build on a busy 2-core machine), so
 // it is not part of `make test`:
 //
-//	SUPERSTEP_TWO_BUILDS=1 go test -count=1 -run TestTwoBuilds -v ./pkg/scaffold/
+//	SUPERSTEP_TWO_BUILDS=1 go test -count=1 -run TestTwoBuilds -v ./pkg/internal/scaffold/
 //
 // The same compatibility rules are proven in process by `make test`
 // (pkg/pregel TestGraphChangesTable, TestMigrationsAppliedOnce; pkg/runs
@@ -40,7 +40,7 @@ func TestTwoBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go is not on PATH: %v", err)
 	}
-	repo, err := filepath.Abs("../..")
+	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,18 +76,18 @@ func TestCreateRefuses(t *testing.T) {
 
 // TestSameTemplateAsTheRepository: a project deploys with the
 // repository's SAM template (kept in step by copying it:
-// cp infra/template.yaml pkg/scaffold/files/infra/) and the go version of
+// cp infra/template.yaml pkg/internal/scaffold/files/infra/) and the go version of
 // its go.mod.
 func TestSameTemplateAsTheRepository(t *testing.T) {
-	repo, err := os.ReadFile("../../infra/template.yaml")
+	repo, err := os.ReadFile("../../../infra/template.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ours, _ := files.ReadFile("files/infra/template.yaml")
 	if !bytes.Equal(repo, ours) {
-		t.Error("files/infra/template.yaml differs from infra/template.yaml: cp infra/template.yaml pkg/scaffold/files/infra/")
+		t.Error("files/infra/template.yaml differs from infra/template.yaml: cp infra/template.yaml pkg/internal/scaffold/files/infra/")
 	}
-	b, _ := os.ReadFile("../../go.mod")
+	b, _ := os.ReadFile("../../../go.mod")
 	mf, err := modfile.Parse("go.mod", b, nil)
 	if err != nil {
 		t.Fatal(err)

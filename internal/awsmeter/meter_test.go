@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/superstep/superstep/internal/awsmeter"
 	"github.com/superstep/superstep/internal/mototest"
-	"github.com/superstep/superstep/pkg/awsmeter"
 )
 
 func TestMeterCountsRequestsAndBytes(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/superstep/superstep/pkg/jsonin"
+	"github.com/superstep/superstep/pkg/internal/jsonin"
 )
 
 func nested(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
