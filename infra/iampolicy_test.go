@@ -223,6 +223,10 @@ func grantsOfRole(t *testing.T, tp template, d *deployment, roleID string) []gra
 		if err != nil {
 			t.Fatalf("%s: managed policy %v: %v", roleID, arn, err)
 		}
+		if id := d.managedPolicy(tp, x); id != "" { // attached under a condition that holds
+			docs = append(docs, doc{id, asMap(tp.resource(t, id, "AWS::IAM::ManagedPolicy").Properties)["PolicyDocument"]})
+			continue
+		}
 		if _, none := x.(noValue); !none {
 			t.Fatalf("%s: managed policy %v is attached in the default deployment; this check cannot read it", roleID, x)
 		}
@@ -246,6 +250,21 @@ func grantsOfRole(t *testing.T, tp template, d *deployment, roleID string) []gra
 		}
 	}
 	return out
+}
+
+// managedPolicy returns the id of the template's managed policy whose
+// ARN x is (an expanded !Ref), or "".
+func (d *deployment) managedPolicy(tp template, x any) string {
+	arn, ok := x.(string)
+	if !ok {
+		return ""
+	}
+	for _, r := range tp.resources("AWS::IAM::ManagedPolicy") {
+		if d.refs[r.ID] == arn {
+			return r.ID
+		}
+	}
+	return ""
 }
 
 // wildcardMatch reports whether s matches IAM pattern p (* any run of
