@@ -26,6 +26,7 @@ import (
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/schedule"
 )
 
 const token = "s3cret-inspector"
@@ -65,7 +66,20 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 		_ = sched.Shutdown(context.Background(), 0)
 		cancel()
 	})
-	apiHandler, err := api.New(api.Config{Service: svc, Token: token, Logger: logger, LongTerm: longterm.New(longterm.NewMemory())})
+	// Schedules, fired as `superstep dev` fires them (on a memory store).
+	schedules := &schedule.Service{Runs: svc, Backend: schedule.NewMemoryStore()}
+	runner := schedule.NewRunner(schedules, schedule.RunnerConfig{Logger: logger})
+	runnerCtx, stopRunner := context.WithCancel(context.Background())
+	runnerDone := make(chan struct{})
+	go func() {
+		defer close(runnerDone)
+		_ = runner.Run(runnerCtx)
+	}()
+	t.Cleanup(func() {
+		stopRunner()
+		<-runnerDone
+	})
+	apiHandler, err := api.New(api.Config{Service: svc, Token: token, Logger: logger, LongTerm: longterm.New(longterm.NewMemory()), Schedules: schedules})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,4 +570,7 @@ func TestInspectorInBrowser(t *testing.T) {
 
 	// The long-term store's page.
 	checkStorePage(t, b, srv)
+
+	// The schedules' page.
+	checkSchedulesPage(t, b, srv)
 }

@@ -265,11 +265,74 @@ func (s *Service) Get(ctx context.Context, name string) (Schedule, error) {
 	if !validName.MatchString(name) {
 		return Schedule{}, fmt.Errorf("there is no schedule %q: %w", name, runs.ErrNotFound)
 	}
-	return s.Backend.Get(ctx, name)
+	sc, err := s.Backend.Get(ctx, name)
+	if err != nil {
+		return Schedule{}, err
+	}
+	if err := s.deriveLast(ctx, &sc); err != nil {
+		return Schedule{}, err
+	}
+	return sc, nil
 }
 
 // List returns every schedule, by name.
-func (s *Service) List(ctx context.Context) ([]Schedule, error) { return s.Backend.List(ctx) }
+func (s *Service) List(ctx context.Context) ([]Schedule, error) {
+	all, err := s.Backend.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		if err := s.deriveLast(ctx, &all[i]); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
+}
+
+// lastWindows are the spans deriveLast looks back over for the latest
+// scheduled time, shortest first, so a frequent cron costs few steps.
+var lastWindows = []time.Duration{time.Hour, 24 * time.Hour, 8 * 24 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour}
+
+// deriveLast fills sc's last firing on AWS, where EventBridge Scheduler
+// keeps no history: the latest scheduled time at or before now (since the
+// schedule was created) names a run (FiringRunID), and if that run exists
+// it is the last firing. If it does not (not delivered yet, or the
+// schedule was paused then) the last firing stays empty. A rate's
+// firing times depend on when EventBridge started its period, which it
+// does not report after an update, so rate() schedules show none.
+func (s *Service) deriveLast(ctx context.Context, sc *Schedule) error {
+	if !s.AWS || sc.LastFireAt != nil || sc.LastRunID != "" {
+		return nil
+	}
+	spec, err := Spec(*sc)
+	if err != nil || spec.Kind() == cronspec.KindRate {
+		return nil
+	}
+	now := s.now()
+	since := sc.CreatedAt.Add(-time.Nanosecond)
+	var last time.Time
+	for _, w := range append(lastWindows, now.Sub(since)) {
+		from := now.Add(-w)
+		if from.Before(since) {
+			from = since
+		}
+		if last, _ = spec.Previous(from, now, sc.Anchor); !last.IsZero() || !from.After(since) {
+			break
+		}
+	}
+	if last.IsZero() {
+		return nil
+	}
+	id := FiringRunID(sc.Name, last)
+	if _, err := s.Runs.Get(ctx, id); err != nil {
+		if errors.Is(err, runs.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("schedule %q: read its last firing's run: %w", sc.Name, err)
+	}
+	sc.LastFireAt, sc.LastRunID = &last, id
+	return nil
+}
 
 // Update applies req: pausing clears the next firing, resuming (or
 // changing the expression or zone) computes it from now; firings missed

@@ -387,3 +387,70 @@ func TestRefused(t *testing.T) {
 		t.Errorf("delete of a missing schedule: %v, want not found", err)
 	}
 }
+
+// TestLastFiringOnAWS: EventBridge Scheduler keeps no history, so on AWS
+// the last firing is derived: the latest scheduled time's run, shown only
+// once that run exists; a rate shows none (its period's start is not
+// known after an update).
+func TestLastFiringOnAWS(t *testing.T) {
+	e := newEnv(t, schedule.NewMemoryStore())
+	e.svc.AWS = true
+	e.clock.Set("2026-01-05T07:30:00Z")
+	for _, req := range []schedule.CreateRequest{
+		{Name: "daily", Graph: "counter", Schedule: "cron(0 9 * * ? *)", Timezone: "Europe/Paris"},
+		{Name: "once", Graph: "counter", Schedule: "at(2026-01-05T10:00:00)"},
+		{Name: "rated", Graph: "counter", Schedule: "rate(5 minutes)"},
+	} {
+		if _, err := e.svc.Create(t.Context(), req); err != nil {
+			t.Fatalf("create %s: %v", req.Name, err)
+		}
+	}
+	last := func(name string) string {
+		sc := e.get(t, name)
+		if sc.LastFireAt == nil {
+			return "none " + sc.LastRunID
+		}
+		return sc.LastFireAt.UTC().Format(time.RFC3339) + " " + sc.LastRunID
+	}
+	fire := func(name, at string) {
+		t.Helper()
+		if _, _, err := e.svc.Fire(t.Context(), e.get(t, name), mustTime(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Set("2026-01-05T08:00:30Z")
+	if got := last("daily"); got != "none " {
+		t.Errorf("09:00 Paris passed but not delivered yet: last firing %q, want none", got)
+	}
+	fire("daily", "2026-01-05T08:00:00Z")
+	fire("rated", "2026-01-05T07:30:00Z")
+	want := "2026-01-05T08:00:00Z sched.daily.20260105T080000Z"
+	if got := last("daily"); got != want {
+		t.Errorf("after the firing was delivered: last firing %q, want %q", got, want)
+	}
+	if got := last("rated"); got != "none " {
+		t.Errorf("a rate on AWS: last firing %q, want none (documented)", got)
+	}
+	e.clock.Set("2026-01-05T10:00:05Z")
+	fire("once", "2026-01-05T10:00:00Z")
+	all, err := e.svc.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]string{}
+	for _, sc := range all {
+		byName[sc.Name] = sc.LastRunID
+	}
+	if byName["daily"] != "sched.daily.20260105T080000Z" || byName["once"] != "sched.once.20260105T100000Z" || byName["rated"] != "" {
+		t.Errorf("list's last runs: %v", byName)
+	}
+	// Days later the latest scheduled time's run does not exist (paused,
+	// say): no firing is claimed.
+	e.clock.Set("2026-01-08T12:00:00Z")
+	if got := last("daily"); got != "none " {
+		t.Errorf("the latest 09:00 did not fire: last firing %q, want none", got)
+	}
+	if got := last("once"); got != "2026-01-05T10:00:00Z sched.once.20260105T100000Z" {
+		t.Errorf("an at() days after its firing: last firing %q", got)
+	}
+}

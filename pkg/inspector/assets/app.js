@@ -13,6 +13,8 @@
 //   #/store                       the long-term store's namespaces
 //   #/store/NS                    the items under namespace NS (a/b/c, one
 //                                 hash component): browse, search, put, edit, delete
+//   #/schedules                   the schedules: next and last firing, pause,
+//                                 resume, delete; create one
 'use strict';
 
 (() => {
@@ -453,7 +455,8 @@
       else if (parts[0] === 'threads' && parts.length === 1) await threadsPage(view);
       else if (parts[0] === 'threads' && parts.length === 2) threadPage(view, parts[1], query);
       else if (parts[0] === 'store' && parts.length <= 2) await storePage(view, parts[1] || '', query);
-      else throw new Error('there is no page at #' + raw + '; see #/graphs, #/runs, #/threads or #/store');
+      else if (parts[0] === 'schedules' && parts.length === 1) await schedulesPage(view);
+      else throw new Error('there is no page at #' + raw + '; see #/graphs, #/runs, #/threads, #/store or #/schedules');
     } catch (e) {
       put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
       showError(e.message);
@@ -1310,6 +1313,83 @@
             h('td', { text: when(t.updated_at) }),
             h('td', { class: 'mono', text: t.forked_from || '' }),
             h('td', { class: 'mono', text: t.active_run_id || '' })))));
+  }
+
+  // ---- Schedules (/v1/schedules). ----
+
+  // schedulesPage lists the schedules, each with its next and last firing
+  // (a link to the last run) and buttons to pause, resume and delete, and
+  // a form that creates one; the API's refusal is shown as it says it.
+  async function schedulesPage(view) {
+    const my = page;
+    const [list, graphs] = await Promise.all([api('GET', '/v1/schedules'), api('GET', '/v1/graphs')]);
+    if (my !== page) return;
+    const fName = h('input', { type: 'text', id: 'sched-name', placeholder: 'nightly-report', size: 24 });
+    const fGraph = h('select', { id: 'sched-graph' }, graphs.graphs.map((g) => h('option', { value: g.name, text: g.name })));
+    const fExpr = h('input', { type: 'text', id: 'sched-expr', placeholder: '0 9 * * MON-FRI, rate(5 minutes), cron(0 2 * * ? *)', size: 36 });
+    const fTZ = h('input', { type: 'text', id: 'sched-tz', placeholder: 'UTC', size: 20 });
+    const fInput = h('textarea', { id: 'sched-input', class: 'json-field', placeholder: '{"channel": "value"} (optional)' });
+    const act = async (what, method, path) => {
+      clearError();
+      try {
+        await api(method, path);
+        route();
+      } catch (e) {
+        showError('The schedule was not ' + what + ': ' + e.message);
+      }
+    };
+    const create = async (ev) => {
+      ev.preventDefault();
+      clearError();
+      const body = { name: fName.value.trim(), graph: fGraph.value, schedule: fExpr.value.trim() };
+      if (fTZ.value.trim()) body.timezone = fTZ.value.trim();
+      if (fInput.value.trim()) {
+        try {
+          body.input = JSON.parse(fInput.value);
+        } catch (e) {
+          showError('The input is not JSON: ' + e.message);
+          return;
+        }
+      }
+      try {
+        await api('POST', '/v1/schedules', JSON.stringify(body));
+        route();
+      } catch (e) {
+        showError('The schedule was not created: ' + e.message);
+      }
+    };
+    const path = (s) => '/v1/schedules/' + enc(s.name);
+    put(view,
+      h('h1', { text: 'Schedules' }),
+      h('p', { class: 'muted', text: 'Each firing starts a run of the graph with the schedule\u2019s input; its run id is sched.NAME.TIME, so a firing delivered twice starts one run.' }),
+      list.schedules.length === 0 ? h('p', { class: 'muted', id: 'no-schedules', text: 'No schedules.' }) :
+        h('table', { id: 'schedules' },
+          h('tr', {}, ['name', 'graph', 'schedule', 'timezone', 'state', 'next firing', 'last firing', ''].map((t) => h('th', { text: t }))),
+          list.schedules.map((s) => h('tr', { 'data-schedule': s.name, 'data-paused': String(s.paused) },
+            h('td', { class: 'mono', title: s.description || '', text: s.name }),
+            h('td', {}, h('a', { href: '#/graphs/' + enc(s.graph), text: s.graph })),
+            h('td', { class: 'mono', text: s.schedule }),
+            h('td', { text: s.timezone }),
+            h('td', { class: 'state', text: s.paused ? 'paused' : 'active' }),
+            h('td', { class: 'next', text: s.next_fire_at ? when(s.next_fire_at) : '' }),
+            h('td', { class: 'last' },
+              s.last_fire_at ? when(s.last_fire_at) + ' ' : '',
+              s.last_run_id ? h('a', { class: 'mono last-run', href: '#/runs/' + enc(s.last_run_id), text: s.last_run_id }) : null,
+              s.last_error ? h('div', { class: 'error-text', text: s.last_error }) : null,
+              s.missed ? h('div', { class: 'muted', text: s.missed + ' missed' }) : null),
+            h('td', {},
+              s.paused ? h('button', { type: 'button', class: 'resume-schedule', onclick: () => act('resumed', 'POST', path(s) + '/resume'), text: 'Resume' }) :
+                h('button', { type: 'button', class: 'pause-schedule', onclick: () => act('paused', 'POST', path(s) + '/pause'), text: 'Pause' }),
+              ' ',
+              h('button', { type: 'button', class: 'danger delete-schedule', onclick: () => act('deleted', 'DELETE', path(s)), text: 'Delete' }))))),
+      h('form', { class: 'panel edit-box', id: 'schedule-form', onsubmit: create },
+        h('h3', { text: 'Create a schedule' }),
+        h('label', { class: 'field' }, 'Name', fName),
+        h('label', { class: 'field' }, 'Graph', fGraph),
+        h('label', { class: 'field' }, 'Schedule (cron, rate() or at())', fExpr),
+        h('label', { class: 'field' }, 'Time zone (IANA, default UTC)', fTZ),
+        h('label', { class: 'field' }, 'Input (a JSON object, optional)', fInput),
+        h('button', { type: 'submit', id: 'create-schedule', text: 'Create' })));
   }
 
   // ---- The long-term store (/v1/store). ----
