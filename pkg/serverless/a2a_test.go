@@ -2,7 +2,9 @@ package serverless_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -102,4 +104,63 @@ func TestA2ACardPublicWithToken(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("agent card through HandleHTTP without the token: %d %s", resp.StatusCode, resp.Body)
 	}
+}
+
+// The agent cards' URL names the host the event's request context names
+// (API Gateway's or the function URL's domainName), never a Host or
+// X-Forwarded-Host header the client chose: both handlers ignore them.
+func TestA2ACardURLIgnoresForgedHost(t *testing.T) {
+	t.Parallel()
+	const domain = "abc123defg.execute-api.us-east-1.amazonaws.com"
+	path := "/a2a/" + loop.Name + "/.well-known/agent-card.json"
+	forged := map[string]string{"host": "evil.example", "x-forwarded-host": "evil2.example", "x-forwarded-proto": "https"}
+	s := newStack(t, stackOptions{noPollers: true})
+
+	check := func(t *testing.T, status int, body string) {
+		t.Helper()
+		if status != http.StatusOK {
+			t.Fatalf("agent card: %d %s", status, body)
+		}
+		var card struct {
+			URL string `json:"url"`
+		}
+		if err := json.Unmarshal([]byte(body), &card); err != nil {
+			t.Fatalf("agent card: %v in %s", err, body)
+		}
+		if want := "https://" + domain + "/a2a/" + loop.Name; card.URL != want {
+			t.Errorf("card url %q; want %q", card.URL, want)
+		}
+		if strings.Contains(body, "evil") {
+			t.Errorf("the card echoes a forged host: %s", body)
+		}
+	}
+	t.Run("HandleHTTP", func(t *testing.T) {
+		resp := s.app.HandleHTTP(t.Context(), events.APIGatewayV2HTTPRequest{
+			RawPath: path,
+			Headers: forged,
+			RequestContext: events.APIGatewayV2HTTPRequestContext{
+				DomainName: domain,
+				HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET", Path: path},
+			},
+		})
+		check(t, resp.StatusCode, resp.Body)
+	})
+	t.Run("HandleFunctionURL", func(t *testing.T) {
+		resp, err := s.app.HandleFunctionURL(t.Context(), &events.LambdaFunctionURLRequest{
+			RawPath: path,
+			Headers: forged,
+			RequestContext: events.LambdaFunctionURLRequestContext{
+				DomainName: domain,
+				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: "GET", Path: path},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, resp.StatusCode, string(body))
+	})
 }

@@ -279,6 +279,8 @@ func httpRequest(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (*http.
 		return nil, fmt.Errorf("the request does not convert: %w", err)
 	}
 	req.RequestURI = u.RequestURI()
+	// The host is the one API Gateway names, not the client's Host header
+	// (kept in req.Header): the agent cards' URLs are built from it.
 	req.Host = ev.RequestContext.DomainName
 	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP
 	if p := ev.RequestContext.HTTP.Protocol; p != "" {
