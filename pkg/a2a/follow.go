@@ -170,6 +170,7 @@ func (s *Server) stream(ctx context.Context, w *watcher, id string, first *runs.
 		return
 	}
 	last := statusKey(r)
+	waitedForEnd := false
 	for {
 		ev, err := w.next(ctx)
 		if err != nil {
@@ -189,8 +190,18 @@ func (s *Server) stream(ctx context.Context, w *watcher, id string, first *runs.
 			yield(nil, err)
 			return
 		}
-		if settled(r) && w.pending() && (ev == nil || ev.Type != pregel.EventRunFinished) {
-			continue // the run's remaining events come first
+		if settled(r) && (ev == nil || ev.Type != pregel.EventRunFinished) {
+			// The run's remaining events come first: those read ahead, and
+			// those its stream has yet to give (the record can show the end
+			// before the follower has read the run's last events). Wait for
+			// its run_finished event once, for at most one tick.
+			if w.pending() {
+				continue
+			}
+			if w.events != nil && !waitedForEnd {
+				waitedForEnd = true
+				continue
+			}
 		}
 		if key := statusKey(r); key != last {
 			last = key
