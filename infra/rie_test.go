@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/rietest"
@@ -132,8 +133,13 @@ func TestBootstrapWithoutFunction(t *testing.T) {
 			if code, resp := em.Invoke(t, []byte(`{}`)); code == 200 {
 				t.Errorf("invoke answered %d %s, want the function's init to fail", code, resp)
 			}
+			// The emulator answers the invoke as the process exits; its
+			// last lines may reach the log a moment later.
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(em.Logs(), tc.want) && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
 			if !strings.Contains(em.Logs(), tc.want) {
-				t.Errorf("the function's log does not say %q:\n%s", tc.want, em.Logs())
+				t.Errorf("the function's log does not say %q within 10s:\n%s", tc.want, em.Logs())
 			}
 		})
 	}
