@@ -252,7 +252,7 @@ func (s *Store) stepBefore(ctx context.Context, runID string, step int) (*stepEn
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: read step %d of run %q: %w", step-1, runID, err)
 	}
-	if out.Item == nil {
+	if out.Item == nil || isStopItem(out.Item) {
 		return nil, nil
 	}
 	docs, err := s.decodeDocs(ctx, runID, []map[string]types.AttributeValue{out.Item})
@@ -277,13 +277,13 @@ func (s *Store) isCommitted(ctx context.Context, runID string, step int) (bool, 
 		TableName:                aws.String(s.table),
 		Key:                      key(runPK(runID), stepSK(step)),
 		ConsistentRead:           aws.Bool(true),
-		ProjectionExpression:     aws.String("#sk"),
-		ExpressionAttributeNames: map[string]string{"#sk": attrSK},
+		ProjectionExpression:     aws.String("#sk, #stop"),
+		ExpressionAttributeNames: map[string]string{"#sk": attrSK, "#stop": attrStop},
 	})
 	if err != nil {
 		return false, fmt.Errorf("dynamo: read step %d of run %q: %w", step, runID, err)
 	}
-	return out.Item != nil, nil
+	return out.Item != nil && !isStopItem(out.Item), nil
 }
 
 // Commit implements [pregel.Checkpointer]. It writes the chunks of values
@@ -297,37 +297,47 @@ func (s *Store) isCommitted(ctx context.Context, runID string, step int) (bool, 
 //
 // The task results of the step that the Store has seen (recorded or read)
 // are deleted after the commit; others are left, and never read again.
+//
+// The commit puts its step item over a stop marker (stop.go) if one is
+// there; CommitStop says so.
 func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
+	_, err := s.commit(ctx, cp)
+	return err
+}
+
+// commit is Commit reporting whether the step item replaced a stop marker
+// (see CommitStop).
+func (s *Store) commit(ctx context.Context, cp *pregel.Checkpoint) (stop bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	if cp.Step < 0 {
-		return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
+		return false, fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 	}
 	full := cp
 	cp = pregel.PackSegments(cp)
 	if err := checkVersions(cp); err != nil {
-		return err
+		return false, err
 	}
 	if _, ok := s.steps.get(stepKey{cp.RunID, cp.Step}); ok {
-		return fmt.Errorf("dynamo: commit step %d of run %q: the step is committed: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
+		return false, fmt.Errorf("dynamo: commit step %d of run %q: the step is committed: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 	}
 	pk := runPK(cp.RunID)
 	var prev *stepEntry
 	if cp.Step > 0 {
 		var err error
 		if prev, err = s.stepBefore(ctx, cp.RunID, cp.Step); err != nil {
-			return err
+			return false, err
 		}
 		if prev == nil {
-			return fmt.Errorf("dynamo: commit step %d of run %q, whose step %d is not committed: %w", cp.Step, cp.RunID, cp.Step-1, pregel.ErrStepConflict)
+			return false, fmt.Errorf("dynamo: commit step %d of run %q, whose step %d is not committed: %w", cp.Step, cp.RunID, cp.Step-1, pregel.ErrStepConflict)
 		}
 	}
 
 	commit := newID()
 	plan, err := planCommit(cp, commit, prev)
 	if err != nil {
-		return err
+		return false, err
 	}
 	refs := make([]blobRef, len(plan.blobs))
 	for i, b := range plan.blobs {
@@ -335,37 +345,46 @@ func (s *Store) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	}
 	if err := s.writeBlobs(ctx, pk, plan.blobs); err != nil {
 		s.dropBlobs(ctx, pk, refs)
-		return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
+		return false, fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
 	}
-	_, err = s.client.PutItem(ctx, &dynamodb.PutItemInput{
+	// The item goes where no step is: where nothing is, or over a stop
+	// marker, whose old item the answer returns (stop.go).
+	put, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           aws.String(s.table),
 		Item:                                plan.item,
-		ConditionExpression:                 aws.String("attribute_not_exists(sk)"),
+		ConditionExpression:                 aws.String("attribute_not_exists(sk) OR attribute_exists(#stop)"),
+		ExpressionAttributeNames:            map[string]string{"#stop": attrStop},
+		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	if err != nil {
+	if err == nil {
+		stop = stopOnCommit(put.Attributes)
+	} else {
 		ccf, ok := isConditionFailed(err)
 		if !ok {
 			// The outcome is unknown (the put may have succeeded
 			// after a time-out), so the chunks stay.
-			return fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
+			return false, fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
 		}
 		// The step is committed. By this commit, if the SDK retried a
 		// put that succeeded but whose answer was lost.
 		stored := ccf.Item
 		if stored == nil {
 			if stored, err = s.getItem(ctx, pk, stepSK(cp.Step)); err != nil {
-				return fmt.Errorf("dynamo: commit step %d of run %q: the step exists; reading its commit id: %w", cp.Step, cp.RunID, err)
+				return false, fmt.Errorf("dynamo: commit step %d of run %q: the step exists; reading its commit id: %w", cp.Step, cp.RunID, err)
 			}
 		}
 		if id, _ := getS(stored, attrCommit); id != commit {
 			s.dropBlobs(ctx, pk, refs)
-			return fmt.Errorf("dynamo: commit step %d of run %q: another commit came first: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
+			return false, fmt.Errorf("dynamo: commit step %d of run %q: another commit came first: %w", cp.Step, cp.RunID, pregel.ErrStepConflict)
 		}
+		// This commit's item, put by a try whose answer was lost:
+		// whether it replaced a stop marker is unknown.
+		stop = true
 	}
 	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
 	s.dropTasks(ctx, cp.RunID, cp.Step)
-	return nil
+	return stop, nil
 }
 
 // checkVersions rejects a checkpoint whose Values and Versions disagree.
@@ -753,6 +772,17 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 		if err != nil {
 			return nil, fmt.Errorf("dynamo: load run %q: Query: %w", runID, err)
 		}
+		if len(out.Items) > 0 && isStopItem(out.Items[0]) {
+			low := skStep
+			if ok {
+				low = stepSK(known + 1)
+			}
+			under, err := s.stepUnder(ctx, runID, low, out.Items[0])
+			if err != nil {
+				return nil, err
+			}
+			out.Items = under
+		}
 		switch {
 		case len(out.Items) > 0:
 			item = out.Items[0]
@@ -775,7 +805,7 @@ func (s *Store) Load(ctx context.Context, runID string, step int) (*pregel.Check
 		if err != nil {
 			return nil, fmt.Errorf("dynamo: load run %q step %d: %w", runID, step, err)
 		}
-		if out.Item == nil {
+		if out.Item == nil || isStopItem(out.Item) {
 			return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, pregel.ErrNotFound)
 		}
 		item = out.Item
@@ -920,9 +950,11 @@ func (s *Store) History(ctx context.Context, runID string) ([]pregel.StepInfo, e
 		return nil, err
 	}
 	var items []map[string]types.AttributeValue
-	attrs := append([]string{attrPK, attrSK, attrCommit}, docAttrs(attrMeta, attrManifest)...)
+	attrs := append([]string{attrPK, attrSK, attrCommit, attrStop}, docAttrs(attrMeta, attrManifest)...)
 	err := s.query(ctx, runPK(runID), skStep, attrs, func(it map[string]types.AttributeValue) error {
-		items = append(items, it)
+		if !isStopItem(it) {
+			items = append(items, it)
+		}
 		return nil
 	})
 	if err != nil {

@@ -63,6 +63,14 @@ func (s *Store) loadRun(ctx context.Context, runID string, reads Reads) (runs.Ru
 		return runs.Run{}, nil, nil, err
 	}
 	run := rs[0]
+	if len(out.Items) == 2 && isStopItem(out.Items[1]) {
+		// A drain or cancel marked the step after the newest (stop.go).
+		under, err := s.stepUnder(ctx, runID, low, out.Items[1])
+		if err != nil {
+			return runs.Run{}, nil, nil, err
+		}
+		out.Items = append(out.Items[:1], under...)
+	}
 	if len(out.Items) == 1 {
 		if isCached {
 			cp, err := s.ensure(ctx, runID, cached.cp, reads)

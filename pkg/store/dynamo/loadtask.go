@@ -54,6 +54,14 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 		return runs.Run{}, nil, nil, false, err
 	}
 	run := rs[0]
+	if len(out.Items) == 2 && isStopItem(out.Items[1]) {
+		// A drain or cancel marked the step after the newest (stop.go).
+		under, err := s.stepUnder(ctx, runID, low, out.Items[1])
+		if err != nil {
+			return runs.Run{}, nil, nil, false, err
+		}
+		out.Items = append(out.Items[:1], under...)
+	}
 	if len(out.Items) == 1 {
 		if isCached {
 			cp, err := s.ensure(ctx, runID, cached.cp, nil)

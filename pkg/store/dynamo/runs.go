@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -300,6 +301,14 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
 	// The record's previous blob, if it had one, is garbage now.
 	if ref, err := docRef(out.Attributes, attrData); err == nil && ref != nil {
 		s.dropBlobs(ctx, pk, []blobRef{*ref})
+	}
+	if wantsStop(r) {
+		// A chained superstep's commit sees the request (stop.go). The
+		// request is recorded either way: without its marker, a chain
+		// sees it when it reads the record, at its end at the latest.
+		if err := s.markStop(ctx, r.ID); err != nil {
+			slog.WarnContext(ctx, "drain or cancel recorded, but a chain of supersteps will see it only at its end", "run_id", r.ID, "err", err)
+		}
 	}
 	return r, nil
 }

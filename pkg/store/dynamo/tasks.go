@@ -47,6 +47,9 @@ func (s *Store) tasksDown(ctx context.Context, runID, low, high string) (map[str
 		}
 		for _, it := range out.Items {
 			sk, _ := getS(it, attrSK)
+			if isStopItem(it) {
+				continue // not a step (stop.go)
+			}
 			if _, ok := parseStepSK(sk); ok {
 				return it, byStep, nil
 			}
