@@ -2,9 +2,13 @@ package tick
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // DefaultChainMargin is the time a chain of supersteps leaves before the
@@ -27,14 +31,19 @@ const DefaultChainMargin = 10 * time.Second
 //     function's timeout) is over Margin plus twice the longest step of
 //     the chain so far.
 //
-// Each step of a chain starts as the tick of that step would: it reads
-// the run record (drain and cancel requests) and the open step's recorded
-// results afresh, one request with a RunLoader, and commits with the same
-// fence. So a drain still stops the run at the next boundary, a cancel
-// ends it there, and a crash anywhere in a chain leaves the message of
-// its first step, which a redelivery turns into the tick of the first
-// step not committed. When the chain ends, the next tick is sent as
-// without one.
+// Each step of a chain commits with the same fence as a tick. With a
+// Checkpoints that is a StopCommitter (the DynamoDB store), the steps
+// after the first do not read the run: the commit of a step says whether
+// a drain or cancel was requested since the step opened, and if so, or if
+// the record last read showed one, the chain reads the record and stops
+// the run at this boundary. Otherwise each step starts as the tick of
+// that step would: it reads the run record (drain and cancel requests) and
+// the open step's recorded results afresh, one request with a RunLoader.
+// Either way a drain stops the run at the boundary after the step open
+// when the request returned, a cancel ends it there, and a crash anywhere
+// in a chain leaves the message of its first step, which a redelivery
+// turns into the tick of the first step not committed. When the chain
+// ends, the next tick is sent as without one.
 type Chain struct {
 	// Steps is the most supersteps one tick message runs; 0 or 1 is one
 	// superstep per message, the default.
@@ -101,4 +110,72 @@ func (c *chain) next(g *pregel.Graph, cp *pregel.Checkpoint) bool {
 		}
 	}
 	return true
+}
+
+// StopCommitter is a Checkpointer whose commit also says whether a drain
+// or a cancel of the run was requested since the step it commits became
+// the open one: stop is true if so, or if it cannot tell. A request that
+// returned before the commit began must be reported by that commit or by
+// an earlier commit of the run. A Handler whose Checkpoints implements it
+// runs the steps of a chain after the first without reading the run
+// record: a chained superstep is its commit's one write (see Chain).
+type StopCommitter interface {
+	CommitStop(ctx context.Context, cp *pregel.Checkpoint) (stop bool, err error)
+}
+
+// commitStop commits cp, with CommitStop when the Checkpointer has it
+// (watched true), otherwise with Commit (watched and stop false).
+func (h *Handler) commitStop(ctx context.Context, cp *pregel.Checkpoint) (watched, stop bool, err error) {
+	if sc, ok := h.Checkpoints.(StopCommitter); ok {
+		stop, err = sc.CommitStop(ctx, cp)
+		return true, stop, err
+	}
+	return false, false, h.Checkpoints.Commit(ctx, cp)
+}
+
+// chainedRun returns what the next step of a chain starts from without
+// reading the run, when it may: the commit of cp was watched for stop
+// requests (StopCommitter) and reported none, and seen, the record the
+// chain last read or carried on, shows a running run with no drain or
+// cancel requested. The run's record as the next tick would read it is
+// seen: its status is running (execute wrote it), and resume values were
+// consumed by the step that had them; the step's results are cp's.
+func chainedRun(g *pregel.Graph, cp *pregel.Checkpoint, seen *runs.Run, watched bool) (*tickRun, bool) {
+	if !watched || seen == nil || seen.DrainRequested || seen.CancelRequested ||
+		(seen.Status != pregel.RunRunning && seen.Status != pregel.RunPending) {
+		return nil, false
+	}
+	run := *seen
+	run.Status, run.Resume, run.Interrupts = pregel.RunRunning, nil, nil
+	return &tickRun{run: run, cp: cp, g: g, adopted: true}, true
+}
+
+// chainOn runs the next step of a chain from r without reading the run:
+// the channels its tasks read that cp did not load are read first (with
+// a ChannelLoader), then the step is decided and acted on as by its tick.
+func (h *Handler) chainOn(ctx context.Context, ch *chain, r *tickRun) error {
+	if len(r.cp.Unloaded) > 0 {
+		var need []string
+		chs, all := r.g.StepReads(r.cp)
+		if all {
+			chs = slices.Collect(maps.Keys(r.cp.Unloaded))
+		}
+		for _, c := range chs {
+			if r.cp.Unloaded[c] {
+				need = append(need, c)
+			}
+		}
+		if len(need) > 0 {
+			cl, ok := h.Loader.(ChannelLoader)
+			if !ok {
+				return h.tick(ctx, Tick{RunID: r.cp.RunID, Step: r.cp.Step + 1}, ch)
+			}
+			cp, err := cl.LoadChannels(ctx, r.cp, slices.Sorted(slices.Values(need)))
+			if err != nil {
+				return fmt.Errorf("step %d of run %q: %w", r.cp.Step+1, r.cp.RunID, err)
+			}
+			r.cp = cp
+		}
+	}
+	return h.decide(ctx, Tick{RunID: r.cp.RunID, Step: r.cp.Step + 1}, ch, r, nil)
 }

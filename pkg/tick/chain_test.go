@@ -4,11 +4,16 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/store/dynamo"
 	"github.com/superstep/superstep/pkg/tick"
 )
 
@@ -169,5 +174,131 @@ func TestTickChainStops(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A drain or a cancel lands at every point of a chain: while each step
+// of it executes, and just after each of its commits. A request made while
+// step s executes stops the run after s; one made just after s commits,
+// before the chain goes on, stops it after s on a store whose chain reads
+// the run record before each step (memory), and after s+1, the step the
+// commit opened, on DynamoDB, whose chained steps do not read the record
+// and learn of the request from the commit of s+1 (tick.StopCommitter).
+// Either way no step after that one starts, no recorded task runs again,
+// and a drained run resumes to the embedded run's result.
+func TestTickChainStopsAtEveryBoundary(t *testing.T) {
+	srv := mototest.Start(t)
+	ddb := dynamodb.NewFromConfig(srv.Config)
+	ref := reference(t, false)
+	type point struct {
+		during bool
+		step   int // the step executing, or the one just committed
+	}
+	var points []point
+	for s := 3; s <= 6; s++ { // the chain: join, loop, loop, loop
+		points = append(points, point{during: true, step: s})
+	}
+	for s := 2; s <= 6; s++ { // 2: the remote step before the chain
+		points = append(points, point{step: s})
+	}
+	n := 0
+	for _, store := range []string{"memory", "dynamo"} {
+		for _, mode := range []string{"drain", "cancel"} {
+			for _, p := range points {
+				n++
+				name := fmt.Sprintf("%s/%s/after commit of %d", store, mode, p.step)
+				if p.during {
+					name = fmt.Sprintf("%s/%s/during %d", store, mode, p.step)
+				}
+				t.Run(name, func(t *testing.T) {
+					be := memoryBackend(t)
+					if store == "dynamo" {
+						table := fmt.Sprintf("chainstop-%d", n)
+						if err := dynamo.CreateTable(t.Context(), ddb, table); err != nil {
+							t.Fatal(err)
+						}
+						s := dynamo.New(ddb, table)
+						be = backend{checkpoints: s, runs: s, claims: s, loader: s}
+					}
+					e := newEnvOn(t, false, be)
+					e.h.Chain = chained
+					want := p.step
+					if !p.during && store == "dynamo" && p.step >= 3 && p.step < 6 {
+						want = p.step + 1 // the chain had opened it
+					}
+					chainStopCase(t, e, ref, mode, p.during, p.step, want)
+				})
+			}
+		}
+	}
+}
+
+// chainStopCase runs run "s" with a drain or cancel (mode) requested while
+// step at executes (during) or just after it commits, and checks that the
+// run stops after step want, and that a drained run resumes to ref.
+func chainStopCase(t *testing.T, e *env, ref *pregel.Result, mode string, during bool, at, want int) {
+	ctx := context.Background()
+	const id = "s"
+	var once sync.Once
+	request := func() {
+		once.Do(func() {
+			var err error
+			if mode == "cancel" {
+				_, err = e.svc.Cancel(ctx, id)
+			} else {
+				_, err = e.svc.Drain(ctx, id, "maintenance")
+			}
+			if err != nil {
+				t.Errorf("%s: %v", mode, err)
+			}
+		})
+	}
+	var mu sync.Mutex
+	latest := 0 // the latest step a node executed in
+	e.ex.hook = func(ctx context.Context) {
+		info, _ := pregel.TaskFrom(ctx)
+		mu.Lock()
+		latest = max(latest, info.Step)
+		mu.Unlock()
+		if during && info.Step == at {
+			request()
+		}
+	}
+	if !during {
+		e.store.afterCommit = func(cp *pregel.Checkpoint) {
+			if cp.Step == at {
+				request()
+			}
+		}
+	}
+	r := runToEnd(t, e, id)
+	wantStatus := pregel.RunDrained
+	if mode == "cancel" {
+		wantStatus = pregel.RunCancelled
+	}
+	if r.Status != wantStatus || r.Step != want {
+		t.Fatalf("run %s at step %d, want %s at step %d", r.Status, r.Step, wantStatus, want)
+	}
+	if latest != want {
+		t.Errorf("a node executed in step %d; the run stopped after step %d", latest, want)
+	}
+	if len(e.ex.again) > 0 {
+		t.Errorf("recorded tasks executed again: %v", e.ex.again)
+	}
+	if mode != "drain" {
+		return
+	}
+	e.ex.hook, e.store.afterCommit = nil, nil
+	if _, err := e.svc.Resume(ctx, id, runs.ResumeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rand.New(rand.NewPCG(2, 2)), false)
+	r, _ = e.svc.Get(ctx, id)
+	cp, err := e.store.Load(ctx, id, pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != pregel.RunCompleted || r.Step != ref.Step || !equalJSON(cp.Values, ref.Values) {
+		t.Fatalf("after resume: %s at step %d with %s, want completed at %d with %s", r.Status, r.Step, cp.Values, ref.Step, ref.Values)
 	}
 }

@@ -314,8 +314,7 @@ func (r *tickRun) state(tickStep int) tickState {
 
 // tick is Tick for one step of a chain (ch nil: no chain): it reads the
 // run, then acts on decideTick until an action ends the tick.
-func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
-	log := h.log().With("run_id", t.RunID, "step", t.Step)
+func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) error {
 	r := &tickRun{}
 	var loadErr error
 	r.run, r.cp, r.pending, loadErr = h.load(ctx, t.RunID)
@@ -323,6 +322,13 @@ func (h *Handler) tick(ctx context.Context, t Tick, ch *chain) (err error) {
 		return loadErr
 	}
 	r.adopted = r.run.GraphVersion == nil
+	return h.decide(ctx, t, ch, r, loadErr)
+}
+
+// decide acts on decideTick, for what r holds (loadErr: the run was not
+// found), until an action ends the tick.
+func (h *Handler) decide(ctx context.Context, t Tick, ch *chain, r *tickRun, loadErr error) (err error) {
+	log := h.log().With("run_id", t.RunID, "step", t.Step)
 	traced := false
 	for {
 		var s tickState
@@ -718,7 +724,8 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		last.Counters = out.Counters // the failed step's tasks count
 		return h.finish(ctx, &last, cp.RunID, pregel.RunFailed, nil, msg, node)
 	}
-	if err := h.Checkpoints.Commit(ctx, out.Checkpoint); err != nil {
+	watched, stop, err := h.commitStop(ctx, out.Checkpoint)
+	if err != nil {
 		if errors.Is(err, pregel.ErrStepConflict) {
 			h.log().DebugContext(ctx, "step committed by another tick", "run_id", cp.RunID, "step", out.Checkpoint.Step)
 			return nil
@@ -727,7 +734,18 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	}
 	emitStepCommitted(ctx, cp, out.Checkpoint, len(tasks))
 	h.annotate(ctx, 0, "committed")
+	if stop {
+		// A drain or cancel came since seen was read: advance reads the
+		// record and stops the run at this boundary.
+		seen = nil
+	}
 	if ch.next(g, out.Checkpoint) {
+		if r, ok := chainedRun(g, out.Checkpoint, seen, watched); ok {
+			// The commit would have said if a drain or cancel had come
+			// since seen was read (StopCommitter): the next step starts
+			// from what this one has, without reading the run.
+			return h.chainOn(ctx, ch, r)
+		}
 		// The next step's tick reads the run record afresh (drain,
 		// cancel) with the open step's results, in one request with a
 		// RunLoader, and is fenced and committed as any other.

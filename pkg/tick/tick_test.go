@@ -198,6 +198,8 @@ type crashStore struct {
 	calls  int
 	failAt int
 	after  bool
+	// afterCommit, when set, is called after each commit that succeeds.
+	afterCommit func(cp *pregel.Checkpoint)
 }
 
 func (c *crashStore) crash() bool {
@@ -208,13 +210,33 @@ func (c *crashStore) crash() bool {
 }
 
 func (c *crashStore) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
+	_, err := c.commit(ctx, cp, func(ctx context.Context, cp *pregel.Checkpoint) (bool, error) {
+		return false, c.Checkpointer.Commit(ctx, cp)
+	})
+	return err
+}
+
+// commit is Commit and CommitStop: commit is the inner store's.
+func (c *crashStore) commit(ctx context.Context, cp *pregel.Checkpoint, commit func(context.Context, *pregel.Checkpoint) (bool, error)) (bool, error) {
 	if c.crash() {
 		if c.after {
-			_ = c.Checkpointer.Commit(ctx, cp)
+			_, _ = commit(ctx, cp)
 		}
-		return errCrash
+		return false, errCrash
 	}
-	return c.Checkpointer.Commit(ctx, cp)
+	stop, err := commit(ctx, cp)
+	if err == nil && c.afterCommit != nil {
+		c.afterCommit(cp)
+	}
+	return stop, err
+}
+
+// stopCrashStore is a crashStore on a tick.StopCommitter (the DynamoDB
+// store), which it is too.
+type stopCrashStore struct{ *crashStore }
+
+func (c stopCrashStore) CommitStop(ctx context.Context, cp *pregel.Checkpoint) (bool, error) {
+	return c.commit(ctx, cp, c.Checkpointer.(tick.StopCommitter).CommitStop)
 }
 
 func (c *crashStore) RecordTask(ctx context.Context, runID string, step int, r pregel.TaskResult) (pregel.TaskResult, error) {
@@ -271,7 +293,11 @@ func newEnvOn(t testing.TB, ask bool, be backend) *env {
 	store := &crashStore{Checkpointer: be.checkpoints, ex: ex}
 	rs := be.runs
 	clock := &fakeClock{now: time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)}
-	h := &tick.Handler{Graphs: reg, Runs: rs, Checkpoints: store, Queue: q, Claims: be.claims, Loader: be.loader, Now: clock.Now}
+	var cps pregel.Checkpointer = store
+	if _, ok := be.checkpoints.(tick.StopCommitter); ok {
+		cps = stopCrashStore{store}
+	}
+	h := &tick.Handler{Graphs: reg, Runs: rs, Checkpoints: cps, Queue: q, Claims: be.claims, Loader: be.loader, Now: clock.Now}
 	svc := &runs.Service{Graphs: reg, Runs: rs, Checkpoints: store, Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: q}}
 	return &env{h: h, svc: svc, queue: q, store: store, ex: ex, clock: clock}
 }
