@@ -65,14 +65,14 @@ func wantsStop(r runs.Run) bool {
 func (s *Store) markStop(ctx context.Context, runID string) error {
 	pk := runPK(runID)
 	out, err := s.client.Query(ctx, &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
-		KeyConditionExpression:   aws.String("pk = :pk AND begins_with(sk, :prefix)"),
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :prefix)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk), ":prefix": str(skStep)},
-		ProjectionExpression:     aws.String("#sk, #stop"),
-		ExpressionAttributeNames: map[string]string{"#sk": attrSK, "#stop": attrStop},
-		ScanIndexForward:         aws.Bool(false),
-		Limit:                    aws.Int32(1),
-		ConsistentRead:           aws.Bool(true),
+		ProjectionExpression:      aws.String("#sk, #stop"),
+		ExpressionAttributeNames:  map[string]string{"#sk": attrSK, "#stop": attrStop},
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(1),
+		ConsistentRead:            aws.Bool(true),
 	})
 	if err != nil {
 		return fmt.Errorf("dynamo: mark run %q stopping: newest step: %w", runID, err)
