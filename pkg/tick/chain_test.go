@@ -201,22 +201,24 @@ func TestTickChainStopsAtEveryBoundary(t *testing.T) {
 	for s := 2; s <= 6; s++ { // 2: the remote step before the chain
 		points = append(points, point{step: s})
 	}
+	table := "chainstop"
+	if err := dynamo.CreateTable(t.Context(), ddb, table); err != nil {
+		t.Fatal(err)
+	}
 	n := 0
 	for _, store := range []string{"memory", "dynamo"} {
 		for _, mode := range []string{"drain", "cancel"} {
 			for _, p := range points {
 				n++
+				id := fmt.Sprintf("s%d", n)
 				name := fmt.Sprintf("%s/%s/after commit of %d", store, mode, p.step)
 				if p.during {
 					name = fmt.Sprintf("%s/%s/during %d", store, mode, p.step)
 				}
 				t.Run(name, func(t *testing.T) {
 					be := memoryBackend(t)
-					if store == "dynamo" {
-						table := fmt.Sprintf("chainstop-%d", n)
-						if err := dynamo.CreateTable(t.Context(), ddb, table); err != nil {
-							t.Fatal(err)
-						}
+					if store == "dynamo" { // one table, a run id per case
+						t.Parallel() // moto answers requests concurrently
 						s := dynamo.New(ddb, table)
 						be = backend{checkpoints: s, runs: s, claims: s, loader: s}
 					}
@@ -226,19 +228,18 @@ func TestTickChainStopsAtEveryBoundary(t *testing.T) {
 					if !p.during && store == "dynamo" && p.step >= 3 && p.step < 6 {
 						want = p.step + 1 // the chain had opened it
 					}
-					chainStopCase(t, e, ref, mode, p.during, p.step, want)
+					chainStopCase(t, e, ref, id, mode, p.during, p.step, want)
 				})
 			}
 		}
 	}
 }
 
-// chainStopCase runs run "s" with a drain or cancel (mode) requested while
+// chainStopCase runs run id with a drain or cancel (mode) requested while
 // step at executes (during) or just after it commits, and checks that the
 // run stops after step want, and that a drained run resumes to ref.
-func chainStopCase(t *testing.T, e *env, ref *pregel.Result, mode string, during bool, at, want int) {
+func chainStopCase(t *testing.T, e *env, ref *pregel.Result, id, mode string, during bool, at, want int) {
 	ctx := context.Background()
-	const id = "s"
 	var once sync.Once
 	request := func() {
 		once.Do(func() {
