@@ -197,8 +197,8 @@ func BenchmarkAWSInlineChained(b *testing.B) { benchScenario(b, inlineChained) }
 // BenchmarkAWSInlineChained20 is BenchmarkAWSInlineChained with chains of
 // 20 supersteps a tick message.
 func BenchmarkAWSInlineChained20(b *testing.B) { benchScenario(b, inlineChain20) }
-func BenchmarkAWSRemote(b *testing.B)        { benchScenario(b, remote) }
-func BenchmarkAWSLargeState(b *testing.B)    { benchScenario(b, large) }
+func BenchmarkAWSRemote(b *testing.B)          { benchScenario(b, remote) }
+func BenchmarkAWSLargeState(b *testing.B)      { benchScenario(b, large) }
 
 // BenchmarkAWSInlineEvents and BenchmarkAWSRemoteEvents are the inline
 // and remote loops with RUN_EVENTS=on, every run's events kept (as for a
