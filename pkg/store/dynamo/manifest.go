@@ -43,7 +43,7 @@ const (
 	// minDeltaManifest is the length of manifest JSON under which a
 	// step item holds its manifest whole: small states cost no read of a
 	// base on a cold load.
-	minDeltaManifest = 512
+	minDeltaManifest = 256
 )
 
 // manifestDelta is a manifest as a difference: the manifest is the
