@@ -27,7 +27,10 @@ type stepEntry struct {
 	commit string
 	// size is the item's size as DynamoDB counts it.
 	size int
+	// man is the step's whole manifest, base the whole manifest it is
+	// read from (the step's own when its item holds it whole).
 	man  manifest
+	base *manifestBase
 	// cp is the whole checkpoint in its stored form (pregel.PackSegments:
 	// segments of array channels as channels of their own); nil when only
 	// the manifest is known.

@@ -117,7 +117,10 @@ type stepDoc struct {
 	size   int
 	meta   stepMeta
 	man    manifest
-	item   map[string]types.AttributeValue
+	// base is the whole manifest the step's is read from (the step's
+	// own when its item holds it whole; see manifest.go).
+	base *manifestBase
+	item map[string]types.AttributeValue
 }
 
 // checkpoint returns the checkpoint of the step without its values.
@@ -153,7 +156,7 @@ func (s *Store) decodeDocs(ctx context.Context, runID string, items []map[string
 		}
 		commit, _ := getS(it, attrCommit)
 		docs[i] = stepDoc{step: step, commit: commit, size: ItemSize(it), item: it}
-		for _, name := range []string{attrMeta, attrManifest} {
+		for _, name := range []string{attrMeta, attrManifest, attrDelta} {
 			if err := f.addDoc(it, name); err != nil {
 				return nil, fmt.Errorf("dynamo: load run %q step %d: %w", runID, step, err)
 			}
@@ -164,22 +167,40 @@ func (s *Store) decodeDocs(ctx context.Context, runID string, items []map[string
 			return nil, fmt.Errorf("dynamo: load run %q: read documents: %w", runID, err)
 		}
 	}
+	var deltas map[int]manifestDelta
 	for i := range docs {
 		d := &docs[i]
-		for _, doc := range []struct {
-			name string
-			dst  any
-		}{{attrMeta, &d.meta}, {attrManifest, &d.man}} {
-			raw, ok, err := f.doc(d.item, doc.name)
-			if err != nil || !ok {
-				return nil, fmt.Errorf("dynamo: load run %q step %d: %s is unreadable (%v)", runID, d.step, doc.name, err)
+		raw, ok, err := f.doc(d.item, attrMeta)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("dynamo: load run %q step %d: %s is unreadable (%v)", runID, d.step, attrMeta, err)
+		}
+		if err := json.Unmarshal(raw, &d.meta); err != nil {
+			return nil, fmt.Errorf("dynamo: load run %q step %d: %s: %w", runID, d.step, attrMeta, err)
+		}
+		man, delta, err := decodeManifest(f, d.item)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: load run %q step %d: the manifest is unreadable: %w", runID, d.step, err)
+		}
+		if delta != nil {
+			if deltas == nil {
+				deltas = map[int]manifestDelta{}
 			}
-			if err := json.Unmarshal(raw, doc.dst); err != nil {
-				return nil, fmt.Errorf("dynamo: load run %q step %d: %s: %w", runID, d.step, doc.name, err)
-			}
+			deltas[i] = *delta
+			continue
+		}
+		d.man, d.base = man, &manifestBase{run: runID, step: d.step, man: man}
+	}
+	if len(deltas) > 0 {
+		if err := s.resolveBases(ctx, runID, docs, deltas); err != nil {
+			return nil, err
 		}
 	}
 	return docs, nil
+}
+
+// entry returns what the Store knows of a decoded step but its values.
+func (d *stepDoc) entry() *stepEntry {
+	return &stepEntry{commit: d.commit, size: d.size, man: d.man, base: d.base}
 }
 
 // remember caches what the Store knows of a committed step, keeping a
@@ -259,7 +280,7 @@ func (s *Store) stepBefore(ctx context.Context, runID string, step int) (*stepEn
 	if err != nil {
 		return nil, err
 	}
-	e := &stepEntry{commit: docs[0].commit, size: docs[0].size, man: docs[0].man}
+	e := docs[0].entry()
 	s.remember(runID, step-1, e)
 	return e, nil
 }
@@ -382,7 +403,7 @@ func (s *Store) commit(ctx context.Context, cp *pregel.Checkpoint) (stop bool, e
 		// whether it replaced a stop marker is unknown.
 		stop = true
 	}
-	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
+	s.remember(cp.RunID, cp.Step, &stepEntry{commit: commit, size: plan.size, man: plan.man, base: plan.base, cp: cp, full: full})
 	s.dropTasks(ctx, cp.RunID, cp.Step)
 	return stop, nil
 }
@@ -410,6 +431,8 @@ type commitPlan struct {
 	blobs []pendingBlob
 	item  map[string]types.AttributeValue
 	man   manifest
+	// base is the whole manifest of the step's (manifest.go).
+	base *manifestBase
 	// size is the step item's size.
 	size int
 }
@@ -447,9 +470,10 @@ const (
 // (carryHeld).
 func planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry) (*commitPlan, error) {
 	var prevMan manifest
+	var prevBase *manifestBase
 	prevSize := 0
 	if prev != nil {
-		prevMan, prevSize = prev.man, prev.size
+		prevMan, prevSize, prevBase = prev.man, prev.size, prev.base
 	}
 	man, stored, held, err := layoutChannels(cp, prevMan, prevSize)
 	if err != nil {
@@ -481,12 +505,17 @@ func planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry) (*commitP
 	if manJSON, err = marshal(man); err != nil {
 		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
 	}
+	manDoc, base, err := manifestDoc(cp.RunID, cp.Step, man, prevBase)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
+	}
+	plan.base = base
 	plan.item = key(pk, sk)
 	plan.item[attrCommit] = str(commit)
 	for _, doc := range []struct {
 		name string
 		data []byte
-	}{{attrMeta, meta}, {attrManifest, manJSON}} {
+	}{{attrMeta, meta}, {attrDelta, manDoc}} {
 		b, err := docAttr(plan.item, doc.name, doc.data, maxInlineDoc)
 		if err != nil {
 			return nil, fmt.Errorf("dynamo: commit step %d of run %q: %w", cp.Step, cp.RunID, err)
@@ -844,7 +873,9 @@ func (s *Store) checkpointReading(ctx context.Context, runID string, item map[st
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, step, err)
 	}
-	s.remember(runID, step, &stepEntry{commit: d.commit, size: d.size, man: d.man, cp: cp, full: full})
+	e := d.entry()
+	e.cp, e.full = cp, full
+	s.remember(runID, step, e)
 	return full, nil
 }
 
@@ -950,7 +981,7 @@ func (s *Store) History(ctx context.Context, runID string) ([]pregel.StepInfo, e
 		return nil, err
 	}
 	var items []map[string]types.AttributeValue
-	attrs := append([]string{attrPK, attrSK, attrCommit, attrStop}, docAttrs(attrMeta, attrManifest)...)
+	attrs := append([]string{attrPK, attrSK, attrCommit, attrStop}, docAttrs(attrMeta, attrManifest, attrDelta)...)
 	err := s.query(ctx, runPK(runID), skStep, attrs, func(it map[string]types.AttributeValue) error {
 		if !isStopItem(it) {
 			items = append(items, it)

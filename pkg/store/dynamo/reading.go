@@ -121,7 +121,7 @@ func (s *Store) loadChannels(ctx context.Context, runID string, cp *pregel.Check
 		if err != nil {
 			return nil, err
 		}
-		e = &stepEntry{commit: docs[0].commit, size: docs[0].size, man: docs[0].man}
+		e = docs[0].entry()
 	}
 	out := *cp
 	out.Values = maps.Clone(cp.Values)
@@ -149,6 +149,6 @@ func (s *Store) loadChannels(ctx context.Context, runID string, cp *pregel.Check
 			return nil, fmt.Errorf("dynamo: run %q step %d: %w", runID, cp.Step, err)
 		}
 	}
-	s.remember(runID, cp.Step, &stepEntry{commit: e.commit, size: e.size, man: e.man, cp: packed, full: full})
+	s.remember(runID, cp.Step, &stepEntry{commit: e.commit, size: e.size, man: e.man, base: e.base, cp: packed, full: full})
 	return &out, nil
 }

@@ -357,17 +357,16 @@ func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 			return fail(fmt.Errorf("channel %q is inherited but base has no such channel", ch))
 		}
 		if loc.From == "" {
-			if loc.home() == base.Step {
-				loc.Size = be.size
-			}
 			loc.From, loc.FromStep = base.RunID, loc.home()
 		}
-		loc.Version, loc.At = pregel.Inherited, 0
+		// Size is not kept: only values of the run's own items are
+		// carried along (carryHeld), so it is never read.
+		loc.Version, loc.At, loc.Size = pregel.Inherited, 0, 0
 		inherited[ch] = loc
 	}
 	pk := runPK(cp.RunID)
 	commit := newID()
-	plan, err := planCommit(cp, commit, &stepEntry{man: inherited})
+	plan, err := planCommit(cp, commit, &stepEntry{man: inherited, base: be.base})
 	if err != nil {
 		return err
 	}
@@ -401,6 +400,6 @@ func (s *Store) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 			return fail(fmt.Errorf("another commit came first: %w", pregel.ErrStepConflict))
 		}
 	}
-	s.remember(cp.RunID, 0, &stepEntry{commit: commit, size: plan.size, man: plan.man, cp: cp, full: full})
+	s.remember(cp.RunID, 0, &stepEntry{commit: commit, size: plan.size, man: plan.man, base: plan.base, cp: cp, full: full})
 	return nil
 }
