@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,12 +156,18 @@ func TestAgentCard(t *testing.T) {
 	if !parsed.Capabilities.Streaming || parsed.Capabilities.PushNotifications {
 		t.Errorf("capabilities %+v: want streaming only", parsed.Capabilities)
 	}
-	versions := map[string]bool{}
+	var ifaces []string
 	for _, in := range parsed.SupportedInterfaces {
-		versions[string(in.ProtocolVersion)] = in.URL == e.agentURL("chat") && in.ProtocolBinding == core.TransportProtocolJSONRPC
+		ifaces = append(ifaces, fmt.Sprintf("%s %s %s", in.ProtocolBinding, in.ProtocolVersion, in.URL))
 	}
-	if !versions["1.0"] || !versions["0.3"] {
-		t.Errorf("interfaces %+v: want JSONRPC 1.0 and 0.3 at %s", parsed.SupportedInterfaces, e.agentURL("chat"))
+	// JSON-RPC first (preferred), then HTTP+JSON; the 0.3 form lists
+	// JSON-RPC 0.3 only (a 0.3 client is offered no 1.0 binding).
+	want := []string{"JSONRPC 1.0 " + e.agentURL("chat"), "HTTP+JSON 1.0 " + e.agentURL("chat"), "JSONRPC 0.3 " + e.agentURL("chat")}
+	if !slices.Equal(ifaces, want) {
+		t.Errorf("interfaces %q, want %q", ifaces, want)
+	}
+	if card["additionalInterfaces"] != nil {
+		t.Errorf("0.3 additionalInterfaces %v: want none (the 0.3 form lists 0.3 bindings only)", card["additionalInterfaces"])
 	}
 	if len(parsed.Skills) != 3 || parsed.Skills[0].ID != "chat" || parsed.Skills[1].ID != "chat.answer" || parsed.Skills[1].Description != "replies to the message" {
 		t.Errorf("skills %+v: want the graph, then its nodes", parsed.Skills)
