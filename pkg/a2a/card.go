@@ -244,15 +244,15 @@ func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
 		})
 	}
 	card := &core.AgentCard{
-		Name:        g.Name(),
-		Description: desc,
-		Version:     s.version,
-		Provider:    s.provider,
+		Name:                g.Name(),
+		Description:         desc,
+		Version:             s.version,
+		Provider:            s.provider,
 		SupportedInterfaces: s.interfaces(g.Name(), endpoint),
-		Capabilities:       core.AgentCapabilities{Streaming: s.streaming, PushNotifications: s.push != nil},
-		DefaultInputModes:  inputModes,
-		DefaultOutputModes: []string{"application/json"},
-		Skills:             skills,
+		Capabilities:        core.AgentCapabilities{Streaming: s.streaming, PushNotifications: s.push != nil},
+		DefaultInputModes:   inputModes,
+		DefaultOutputModes:  []string{"application/json"},
+		Skills:              skills,
 	}
 	if s.bearer {
 		card.SecuritySchemes = core.NamedSecuritySchemes{
