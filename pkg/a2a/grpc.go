@@ -66,6 +66,9 @@ func (s *Server) NewGRPCServer(cfg GRPCConfig, opts ...grpc.ServerOption) *grpc.
 		if err := auth(ctx); err != nil {
 			return nil, err
 		}
+		if t, ok := req.(tenanted); ok {
+			ctx = context.WithValue(ctx, tenantKey{}, &tenantOf{t.GetTenant()})
+		}
 		defer func() {
 			if v := recover(); v != nil {
 				resp, err = nil, recovered(info.FullMethod, v)
@@ -83,7 +86,8 @@ func (s *Server) NewGRPCServer(cfg GRPCConfig, opts ...grpc.ServerOption) *grpc.
 				err = recovered(info.FullMethod, v)
 			}
 		}()
-		return publicStatus(next(srv, ss))
+		t := &tenantOf{}
+		return publicStatus(next(srv, &tenantStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), tenantKey{}, t), tenant: t}))
 	}
 	all := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(s.maxBody)),
@@ -127,14 +131,45 @@ func (s *Server) grpcAddress(endpoint string) string {
 	return net.JoinHostPort(u.Hostname(), port)
 }
 
+// tenanted is a request of the gRPC binding: each names its tenant.
+type tenantKey struct{}
+
+type tenanted interface{ GetTenant() string }
+
+// tenantOf holds the tenant of the call's request as received: a2a-go
+// v2.4.0's gRPC handler leaves it out of the CancelTask and
+// SubscribeToTask requests it hands on.
+type tenantOf struct{ name string }
+
+// tenantStream records the tenant of a streaming call's request.
+type tenantStream struct {
+	grpc.ServerStream
+	ctx    context.Context
+	tenant *tenantOf
+}
+
+func (s *tenantStream) Context() context.Context { return s.ctx }
+
+func (s *tenantStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if t, ok := m.(tenanted); ok && err == nil {
+		s.tenant.name = t.GetTenant()
+	}
+	return err
+}
+
 // grpcRouter serves the gRPC binding: one A2AService for every agent, the
 // tenant of each request naming the graph.
 type grpcRouter struct{ s *Server }
 
 var _ a2asrv.RequestHandler = (*grpcRouter)(nil)
 
-// agent returns the handler of the agent that tenant names.
-func (g *grpcRouter) agent(tenant string) (*handler, error) {
+// agent returns the handler of the agent that tenant names (or, when
+// the SDK left it out, the tenant of the call's request).
+func (g *grpcRouter) agent(ctx context.Context, tenant string) (*handler, error) {
+	if t, ok := ctx.Value(tenantKey{}).(*tenantOf); ok && tenant == "" {
+		tenant = t.name
+	}
 	if a, ok := g.s.agents[tenant]; ok {
 		return a.h, nil
 	}
@@ -145,7 +180,7 @@ func (g *grpcRouter) agent(tenant string) (*handler, error) {
 }
 
 func (g *grpcRouter) GetTask(ctx context.Context, req *core.GetTaskRequest) (*core.Task, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +188,7 @@ func (g *grpcRouter) GetTask(ctx context.Context, req *core.GetTaskRequest) (*co
 }
 
 func (g *grpcRouter) ListTasks(ctx context.Context, req *core.ListTasksRequest) (*core.ListTasksResponse, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +196,7 @@ func (g *grpcRouter) ListTasks(ctx context.Context, req *core.ListTasksRequest) 
 }
 
 func (g *grpcRouter) CancelTask(ctx context.Context, req *core.CancelTaskRequest) (*core.Task, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +204,7 @@ func (g *grpcRouter) CancelTask(ctx context.Context, req *core.CancelTaskRequest
 }
 
 func (g *grpcRouter) SendMessage(ctx context.Context, req *core.SendMessageRequest) (core.SendMessageResult, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +220,7 @@ func (g *grpcRouter) streams(method string) error {
 }
 
 func (g *grpcRouter) SubscribeToTask(ctx context.Context, req *core.SubscribeToTaskRequest) iter.Seq2[core.Event, error] {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err == nil {
 		err = g.streams("SubscribeToTask")
 	}
@@ -196,7 +231,7 @@ func (g *grpcRouter) SubscribeToTask(ctx context.Context, req *core.SubscribeToT
 }
 
 func (g *grpcRouter) SendStreamingMessage(ctx context.Context, req *core.SendMessageRequest) iter.Seq2[core.Event, error] {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err == nil {
 		err = g.streams("SendStreamingMessage")
 	}
@@ -207,7 +242,7 @@ func (g *grpcRouter) SendStreamingMessage(ctx context.Context, req *core.SendMes
 }
 
 func (g *grpcRouter) GetTaskPushConfig(ctx context.Context, req *core.GetTaskPushConfigRequest) (*core.PushConfig, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +250,7 @@ func (g *grpcRouter) GetTaskPushConfig(ctx context.Context, req *core.GetTaskPus
 }
 
 func (g *grpcRouter) ListTaskPushConfigs(ctx context.Context, req *core.ListTaskPushConfigRequest) (*core.ListTaskPushConfigResponse, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +258,7 @@ func (g *grpcRouter) ListTaskPushConfigs(ctx context.Context, req *core.ListTask
 }
 
 func (g *grpcRouter) CreateTaskPushConfig(ctx context.Context, req *core.PushConfig) (*core.PushConfig, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +266,7 @@ func (g *grpcRouter) CreateTaskPushConfig(ctx context.Context, req *core.PushCon
 }
 
 func (g *grpcRouter) DeleteTaskPushConfig(ctx context.Context, req *core.DeleteTaskPushConfigRequest) error {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return err
 	}
@@ -239,7 +274,7 @@ func (g *grpcRouter) DeleteTaskPushConfig(ctx context.Context, req *core.DeleteT
 }
 
 func (g *grpcRouter) GetExtendedAgentCard(ctx context.Context, req *core.GetExtendedAgentCardRequest) (*core.AgentCard, error) {
-	h, err := g.agent(req.Tenant)
+	h, err := g.agent(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
