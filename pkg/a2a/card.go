@@ -169,6 +169,24 @@ func (s *Server) AgentCard(graph, endpoint string) (*core.AgentCard, bool) {
 	return s.card(a, endpoint), true
 }
 
+// interfaces lists where an agent is served, JSON-RPC first (the
+// binding clients prefer when they speak several): JSON-RPC 1.0 and
+// HTTP+JSON 1.0 at the agent's URL, gRPC 1.0 at WithGRPCAddress (the
+// graph as tenant) when it is set, and JSON-RPC 0.3 at the agent's URL.
+// The 0.3 form of the card (url, preferredTransport,
+// additionalInterfaces) takes the 0.3 interfaces only: a 0.3 client is
+// not offered bindings it would speak in 1.0.
+func (s *Server) interfaces(graph, endpoint string) []*core.AgentInterface {
+	out := []*core.AgentInterface{
+		{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: core.Version},
+		{URL: endpoint, ProtocolBinding: core.TransportProtocolHTTPJSON, ProtocolVersion: core.Version},
+	}
+	if s.grpcAddr != "" {
+		out = append(out, &core.AgentInterface{URL: s.grpcAddress(endpoint), ProtocolBinding: core.TransportProtocolGRPC, ProtocolVersion: core.Version, Tenant: graph})
+	}
+	return append(out, &core.AgentInterface{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version})
+}
+
 // card is the agent card of a graph served at endpoint. Its skills
 // describe the graph (its description, how to give it input, its steps)
 // and each of its nodes; its capabilities claim only what the Server does:
@@ -226,18 +244,15 @@ func (s *Server) card(a *agent, endpoint string) *core.AgentCard {
 		})
 	}
 	card := &core.AgentCard{
-		Name:        g.Name(),
-		Description: desc,
-		Version:     s.version,
-		Provider:    s.provider,
-		SupportedInterfaces: []*core.AgentInterface{
-			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: core.Version},
-			{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
-		},
-		Capabilities:       core.AgentCapabilities{Streaming: s.streaming, PushNotifications: s.push != nil},
-		DefaultInputModes:  inputModes,
-		DefaultOutputModes: []string{"application/json"},
-		Skills:             skills,
+		Name:                g.Name(),
+		Description:         desc,
+		Version:             s.version,
+		Provider:            s.provider,
+		SupportedInterfaces: s.interfaces(g.Name(), endpoint),
+		Capabilities:        core.AgentCapabilities{Streaming: s.streaming, PushNotifications: s.push != nil},
+		DefaultInputModes:   inputModes,
+		DefaultOutputModes:  []string{"application/json"},
+		Skills:              skills,
 	}
 	if s.bearer {
 		card.SecuritySchemes = core.NamedSecuritySchemes{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"google.golang.org/grpc"
 
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/a2a"
@@ -117,6 +119,8 @@ type env struct {
 	streaming bool
 	svc       *runs.Service
 	sched     *runs.Scheduler
+	// grpcAddr is the gRPC binding's address (envConfig.grpc).
+	grpcAddr string
 }
 
 type envConfig struct {
@@ -126,8 +130,13 @@ type envConfig struct {
 	token  string // the API's bearer token; the cards stay public (Server.PublicCards)
 	// threads: the Service keeps threads (A2A contexts are threads).
 	threads bool
-	opts    []a2a.Option
-	graphs  []*pregel.Graph
+	// hostCheck: the API's Host check (api.Config.HostCheck) guards
+	// everything, as in superstep dev.
+	hostCheck bool
+	// grpc: serve the gRPC binding too (Server.NewGRPCServer).
+	grpc   bool
+	opts   []a2a.Option
+	graphs []*pregel.Graph
 }
 
 // newEnv starts a server with the chat and sum graphs, a scheduler and
@@ -179,7 +188,14 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		opts = append(opts, a2a.WithEvents(sched), a2a.WithStreaming(true))
 	}
 	opts = append(opts, cfg.opts...)
-	h, err := api.New(api.Config{Service: svc, Logger: log, Token: cfg.token})
+	var gln net.Listener
+	if cfg.grpc {
+		if gln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, a2a.WithGRPCAddress(gln.Addr().String()))
+	}
+	h, err := api.New(api.Config{Service: svc, Logger: log, Token: cfg.token, HostCheck: cfg.hostCheck})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,15 +204,27 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		t.Fatal(err)
 	}
 	h.Handle(a2a.Pattern, a)
-	srv := httptest.NewServer(a.PublicCards(h))
+	srv := httptest.NewServer(h.GuardHost(a.PublicCards(h)))
+	var gs *grpc.Server
+	if gln != nil {
+		gs = a.NewGRPCServer(a2a.GRPCConfig{Token: cfg.token})
+		go func() { _ = gs.Serve(gln) }()
+	}
 	t.Cleanup(func() {
 		srv.Close()
+		if gs != nil {
+			gs.Stop()
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = sched.Shutdown(sctx, 0)
 		crash()
 	})
-	return &env{url: srv.URL, svc: svc, sched: sched, streaming: cfg.events}
+	e := &env{url: srv.URL, svc: svc, sched: sched, streaming: cfg.events}
+	if gln != nil {
+		e.grpcAddr = gln.Addr().String()
+	}
+	return e
 }
 
 func (e *env) agentURL(graph string) string { return e.url + "/a2a/" + graph }

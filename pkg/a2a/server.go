@@ -214,6 +214,7 @@ type Server struct {
 	strategy                   runs.Strategy
 	push                       *pusher // nil: no push notifications
 	bearer                     bool
+	grpcAddr                   string // WithGRPCAddress; "" when gRPC is not served
 	version                    string
 	provider                   *core.AgentProvider
 	log                        *slog.Logger
@@ -234,8 +235,10 @@ type agent struct {
 	// (agent.MessagesChannel), shown as the history of tasks on a
 	// thread; "" if the graph has none.
 	messages string
+	h        *handler
 	v1       http.Handler
 	v03      http.Handler
+	rest     http.Handler // the HTTP+JSON binding (A2A 1.0)
 }
 
 // New returns the A2A server for the graphs of svc. It returns an error,
@@ -303,13 +306,16 @@ func New(svc *runs.Service, opts ...Option) (*Server, error) {
 			a.messages = agentpkg.MessagesChannel
 		}
 		h := &handler{s: s, a: a}
+		a.h = h
 		a.v1 = a2asrv.NewJSONRPCHandler(h, transportOpts...)
 		a.v03 = a2av0.NewJSONRPCHandler(h, transportOpts...)
+		a.rest = a2asrv.NewRESTHandler(h, transportOpts...)
 		s.agents[g.Name()] = a
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc(s.prefix+"/{graph}", s.serveRPC)
 	s.mux.HandleFunc(s.prefix+"/{graph}"+a2asrv.WellKnownAgentCardPath, s.serveCard)
+	s.mux.HandleFunc(s.prefix+"/{graph}/{rest...}", s.serveREST)
 	s.mux.HandleFunc(s.prefix+"/", s.serveIndex)
 	return s, nil
 }
@@ -354,12 +360,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(v)
 			}
 			s.log.ErrorContext(r.Context(), "a2a: panic serving request", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			if !started {
+			switch {
+			case started:
+			case s.isREST(r.URL.Path):
+				writeRESTError(w, http.StatusInternalServerError, core.NewError(core.ErrInternalError, "internal error"))
+			default:
 				writeRPCError(w, nil, codeInternal, "internal error")
 			}
 		}
 	}()
 	s.mux.ServeHTTP(rec, r)
+}
+
+// isREST reports whether path is one of the HTTP+JSON binding's: under
+// an agent's URL, not its card.
+func (s *Server) isREST(path string) bool {
+	rest, ok := strings.CutPrefix(path, s.prefix+"/")
+	_, sub, nested := strings.Cut(rest, "/")
+	return ok && nested && sub != strings.TrimPrefix(a2asrv.WellKnownAgentCardPath, "/")
 }
 
 // panicked turns a panic in the SDK's transport or our handler into an
@@ -417,6 +435,6 @@ func (s *Server) names() []string {
 
 // serveIndex answers paths under the prefix that name no agent resource.
 func (s *Server) serveIndex(w http.ResponseWriter, r *http.Request) {
-	writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("there is nothing at %s; each agent has its card at %s/{graph}%s and its JSON-RPC endpoint at POST %s/{graph}",
-		r.URL.Path, s.prefix, a2asrv.WellKnownAgentCardPath, s.prefix))
+	writeProblem(w, r, http.StatusNotFound, fmt.Sprintf("there is nothing at %s; each agent has its card at %s/{graph}%s, its JSON-RPC endpoint at POST %s/{graph} and its HTTP+JSON binding under %s/{graph}/ (POST message:send, GET tasks/{id}, ...)",
+		r.URL.Path, s.prefix, a2asrv.WellKnownAgentCardPath, s.prefix, s.prefix))
 }

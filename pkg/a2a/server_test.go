@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,33 +16,52 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
+	a2agrpc "github.com/a2aproject/a2a-go/v2/a2agrpc/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/superstep/superstep/pkg/a2a"
 )
 
-// protocols are the two ways the SDK's client talks to our server: A2A 1.0
-// (chosen from the card) and 0.3 (the compatibility binding).
+// protocols are the two ways the SDK's client talks to our server over
+// JSON-RPC: A2A 1.0 (chosen from the card) and 0.3 (the compatibility
+// binding). The other bindings of A2A 1.0 are "rest" (HTTP+JSON) and
+// "grpc" (e.client).
 var protocols = []string{"1.0", "0.3"}
 
-// client returns an a2a-go client for graph speaking version.
-func (e *env) client(t testing.TB, graph, version string) *a2aclient.Client {
+// client returns an a2a-go client for graph speaking version: "1.0" or
+// "0.3" over JSON-RPC, "rest" (HTTP+JSON 1.0) or "grpc" (gRPC 1.0), each
+// chosen from the interfaces the card lists. opts add to the factory's
+// (a call interceptor with a token, say).
+func (e *env) client(t testing.TB, graph, version string, opts ...a2aclient.FactoryOption) *a2aclient.Client {
 	t.Helper()
 	ctx := context.Background()
 	card, err := agentcard.DefaultResolver.Resolve(ctx, e.agentURL(graph))
 	if err != nil {
 		t.Fatalf("resolve card: %v", err)
 	}
+	binding, pv := core.TransportProtocolJSONRPC, version
+	switch version {
+	case "rest":
+		binding, pv = core.TransportProtocolHTTPJSON, "1.0"
+	case "grpc":
+		binding, pv = core.TransportProtocolGRPC, "1.0"
+	}
 	var ifaces []*core.AgentInterface
 	for _, in := range card.SupportedInterfaces {
-		if string(in.ProtocolVersion) == version {
+		if string(in.ProtocolVersion) == pv && in.ProtocolBinding == binding {
 			ifaces = append(ifaces, in)
 		}
 	}
 	if len(ifaces) == 0 {
-		t.Fatalf("card lists no %s interface: %+v", version, card.SupportedInterfaces)
+		t.Fatalf("card lists no %s %s interface: %+v", binding, pv, card.SupportedInterfaces)
 	}
 	card.SupportedInterfaces = ifaces
-	c, err := a2aclient.NewFromCard(ctx, card, a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}))
+	opts = append([]a2aclient.FactoryOption{
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}),
+		a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}, opts...)
+	c, err := a2aclient.NewFromCard(ctx, card, opts...)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
@@ -154,12 +175,18 @@ func TestAgentCard(t *testing.T) {
 	if !parsed.Capabilities.Streaming || parsed.Capabilities.PushNotifications {
 		t.Errorf("capabilities %+v: want streaming only", parsed.Capabilities)
 	}
-	versions := map[string]bool{}
+	var ifaces []string
 	for _, in := range parsed.SupportedInterfaces {
-		versions[string(in.ProtocolVersion)] = in.URL == e.agentURL("chat") && in.ProtocolBinding == core.TransportProtocolJSONRPC
+		ifaces = append(ifaces, fmt.Sprintf("%s %s %s", in.ProtocolBinding, in.ProtocolVersion, in.URL))
 	}
-	if !versions["1.0"] || !versions["0.3"] {
-		t.Errorf("interfaces %+v: want JSONRPC 1.0 and 0.3 at %s", parsed.SupportedInterfaces, e.agentURL("chat"))
+	// JSON-RPC first (preferred), then HTTP+JSON; the 0.3 form lists
+	// JSON-RPC 0.3 only (a 0.3 client is offered no 1.0 binding).
+	want := []string{"JSONRPC 1.0 " + e.agentURL("chat"), "HTTP+JSON 1.0 " + e.agentURL("chat"), "JSONRPC 0.3 " + e.agentURL("chat")}
+	if !slices.Equal(ifaces, want) {
+		t.Errorf("interfaces %q, want %q", ifaces, want)
+	}
+	if card["additionalInterfaces"] != nil {
+		t.Errorf("0.3 additionalInterfaces %v: want none (the 0.3 form lists 0.3 bindings only)", card["additionalInterfaces"])
 	}
 	if len(parsed.Skills) != 3 || parsed.Skills[0].ID != "chat" || parsed.Skills[1].ID != "chat.answer" || parsed.Skills[1].Description != "replies to the message" {
 		t.Errorf("skills %+v: want the graph, then its nodes", parsed.Skills)
@@ -310,6 +337,9 @@ func testLifecycle(t *testing.T, e *env, version string) {
 			{sum, core.NewMessage(core.MessageRoleUser, core.NewDataPart([]any{1, 2})), "not a JSON object"},
 			{sum, core.NewMessage(core.MessageRoleUser, core.NewDataPart(map[string]any{"c": 1})), `"c" is not a channel`},
 		} {
+			if _, isList := tc.msg.Parts[0].Data().([]any); isList && version == "grpc" {
+				continue // a2a-go's gRPC client sends only object data parts
+			}
 			task := send(t, tc.c, tc.msg, nil)
 			wantState(t, task, core.TaskStateRejected)
 			if !strings.Contains(statusText(task), tc.want) {
@@ -331,7 +361,7 @@ func testLifecycle(t *testing.T, e *env, version string) {
 			if _, err := tc.c.SendMessage(context.Background(), &core.SendMessageRequest{Message: follow}); !errors.Is(err, core.ErrUnsupportedOperation) {
 				t.Errorf("message for a rejected task: %v, want UnsupportedOperation", err)
 			}
-			if version == "1.0" {
+			if version != "0.3" {
 				list, err := tc.c.ListTasks(context.Background(), &core.ListTasksRequest{ContextID: task.ContextID, Status: core.TaskStateRejected})
 				if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != task.ID {
 					t.Errorf("ListTasks(rejected) = %+v, %v; want the task", list, err)

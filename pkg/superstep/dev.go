@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/agent/memorytools"
 	"github.com/superstep/superstep/pkg/api"
@@ -40,7 +42,9 @@ type devFlags struct {
 	strategy    string
 	// pushPrivate lets A2A push notifications go to private networks.
 	pushPrivate bool
-	events      string
+	// grpcAddr: where the A2A gRPC binding listens; "" for none.
+	grpcAddr string
+	events   string
 	// eventsKept and eventMaxAge: the event retention (per run; by age).
 	eventsKept  int
 	eventMaxAge time.Duration
@@ -102,6 +106,7 @@ next start.`,
 	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
 	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
 	fl.BoolVar(&f.pushPrivate, "a2a-push-private", false, "let A2A push notifications go to loopback, private and link-local addresses (a receiver on this machine or network); off, they are refused at config time")
+	fl.StringVar(&f.grpcAddr, "a2a-grpc-addr", "", "`HOST:PORT` to serve the A2A gRPC binding on (port 0: any free port; the agent cards list it, each agent as a tenant); empty: no gRPC")
 	fl.StringVar(&f.events, "events", string(runs.EventsWatched), "which runs' events streams can replay: watched (while watched and "+runs.WatchLease.String()+" after; an unwatched run writes none), on (every run's) or off")
 	fl.IntVar(&f.eventsKept, "event-retention", runs.DefaultStreamRetention, "most events kept per run (the newest)")
 	fl.DurationVar(&f.eventMaxAge, "event-max-age", runs.DefaultEventMaxAge, "how long a run's events are kept (a sweep deletes older ones); 0: until the run is deleted")
@@ -181,6 +186,16 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if f.events == string(runs.EventsOff) {
 		a2aEvents = nil // nothing is logged: A2A follows the run records
 	}
+	// The A2A gRPC binding, when asked for, on a listener of its own.
+	var grpcLn net.Listener
+	if f.grpcAddr != "" {
+		if grpcLn, err = net.Listen("tcp", f.grpcAddr); err != nil {
+			_ = sched.Shutdown(context.Background(), 0)
+			return failed(fmt.Errorf("listen on --a2a-grpc-addr %s: %w", f.grpcAddr, err))
+		}
+		defer grpcLn.Close()
+		a2aEvents = append(a2aEvents, a2a.WithGRPCAddress(grpcLn.Addr().String()))
+	}
 	agents, err := a2a.New(svc, append(a2aEvents, a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
 		// message continues the conversation.
@@ -221,6 +236,19 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	srv := api.NewServer(env.s.wrap(inspector.New(tr.HTTPHandler(handler.GuardHost(agents.PublicCards(handler))))), api.ServerConfig{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	var grpcSrv *grpc.Server
+	if grpcLn != nil {
+		grpcSrv = agents.NewGRPCServer(a2a.GRPCConfig{Token: f.token})
+		go func() {
+			if err := grpcSrv.Serve(grpcLn); err != nil {
+				select {
+				case served <- fmt.Errorf("gRPC: %w", err):
+				default: // the HTTP server's error came first
+				}
+			}
+		}()
+		log.Info("serving A2A over gRPC", "addr", grpcLn.Addr().String())
+	}
 
 	url := "http://" + ln.Addr().String()
 	names := make([]string, 0, len(reg.List()))
@@ -272,12 +300,28 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err := srv.Shutdown(httpCtx); err != nil {
 		log.Warn("close HTTP connections", "error", err)
 	}
+	if grpcSrv != nil {
+		stopGRPC(httpCtx, grpcSrv)
+	}
 	// Push loops read the store: they stop before it closes.
 	if err := agents.StopPush(httpCtx); err != nil {
 		log.Warn("stop push deliveries", "error", err)
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// stopGRPC stops a gRPC server gracefully, or at once when ctx ends
+// first (open streams).
+func stopGRPC(ctx context.Context, s *grpc.Server) {
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.Stop()
+		<-done
+	}
 }
 
 // drainAll asks every running run to drain with reason.

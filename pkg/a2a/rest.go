@@ -1,0 +1,301 @@
+package a2a
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	core "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/errordetails"
+
+	"github.com/superstep/superstep/pkg/internal/jsonin"
+)
+
+// The HTTP+JSON (REST) binding of A2A 1.0 is served under each agent's
+// URL, beside its JSON-RPC endpoint ({prefix}/{graph}):
+//
+//	POST {agent}/message:send
+//	POST {agent}/message:stream                        (SSE)
+//	GET  {agent}/tasks                                 ListTasks
+//	GET  {agent}/tasks/{id}                            GetTask
+//	POST {agent}/tasks/{id}:cancel                     CancelTask
+//	GET|POST {agent}/tasks/{id}:subscribe              SubscribeToTask (SSE)
+//	POST|GET {agent}/tasks/{id}/pushNotificationConfigs
+//	GET|DELETE {agent}/tasks/{id}/pushNotificationConfigs/{configId}
+//	GET  {agent}/extendedAgentCard
+//
+// a2a-go's REST transport (a2asrv.NewRESTHandler) does the binding; serveREST
+// checks each request first as serveRPC does for JSON-RPC: the body's size,
+// its JSON (jsonin: UTF-8, lone surrogates, depth, repeated keys), its
+// params against their types, the query parameters, the version header
+// and whether the server streams. Every error is the binding's error
+// object ({"error": {"code", "status", "message", "details"}}), never a
+// bare 500.
+
+// restRoute is the A2A method a REST request names.
+type restRoute struct {
+	name      string // the A2A 1.0 method
+	streaming bool
+	body      func(json.RawMessage) error // checks the body; nil: no body is read
+	query     []string                    // query parameters it takes
+}
+
+// restRouteFor finds the method of a REST request by its path under the
+// agent and its HTTP method. allow is set when the path is known but the
+// method is not.
+func restRouteFor(method, path string) (rt restRoute, allow string, ok bool) {
+	switch path {
+	case "/message:send":
+		return restRoute{name: "SendMessage", body: decodeAs[core.SendMessageRequest]}, "POST", method == http.MethodPost
+	case "/message:stream":
+		return restRoute{name: "SendStreamingMessage", streaming: true, body: decodeAs[core.SendMessageRequest]}, "POST", method == http.MethodPost
+	case "/tasks":
+		return restRoute{name: "ListTasks", query: []string{"contextId", "status", "pageSize", "pageToken", "historyLength", "statusTimestampAfter", "lastUpdatedAfter", "includeArtifacts"}}, "GET", method == http.MethodGet
+	case "/extendedAgentCard":
+		return restRoute{name: "GetExtendedAgentCard"}, "GET", method == http.MethodGet
+	}
+	rest, ok := strings.CutPrefix(path, "/tasks/")
+	if !ok || rest == "" {
+		return restRoute{}, "", false
+	}
+	id, sub, hasSub := strings.Cut(rest, "/")
+	if !hasSub {
+		switch {
+		case strings.HasSuffix(id, ":cancel"):
+			return restRoute{name: "CancelTask", body: decodeAs[core.CancelTaskRequest]}, "POST", method == http.MethodPost
+		case strings.HasSuffix(id, ":subscribe"):
+			return restRoute{name: "SubscribeToTask", streaming: true, body: decodeAs[core.SubscribeToTaskRequest]}, "GET, POST", method == http.MethodGet || method == http.MethodPost
+		case strings.Contains(id, ":"):
+			return restRoute{}, "", false
+		}
+		return restRoute{name: "GetTask", query: []string{"historyLength"}}, "GET", method == http.MethodGet
+	}
+	switch cfg, rest, more := strings.Cut(sub, "/"); {
+	case cfg != "pushNotificationConfigs" || strings.Contains(id, ":"):
+	case !more:
+		switch method {
+		case http.MethodPost:
+			return restRoute{name: "CreateTaskPushNotificationConfig", body: decodeAs[core.PushConfig]}, "GET, POST", true
+		case http.MethodGet:
+			return restRoute{name: "ListTaskPushNotificationConfigs", query: []string{"pageSize", "pageToken"}}, "GET, POST", true
+		}
+		return restRoute{}, "GET, POST", false
+	case rest != "" && !strings.Contains(rest, "/"):
+		switch method {
+		case http.MethodGet:
+			return restRoute{name: "GetTaskPushNotificationConfig"}, "GET, DELETE", true
+		case http.MethodDelete:
+			return restRoute{name: "DeleteTaskPushNotificationConfig"}, "GET, DELETE", true
+		}
+		return restRoute{}, "GET, DELETE", false
+	}
+	return restRoute{}, "", false
+}
+
+// serveREST checks a request of the HTTP+JSON binding and hands it to the
+// SDK's REST transport with the agent's path prefix removed.
+func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	base := s.prefix + "/" + r.PathValue("graph")
+	path := strings.TrimPrefix(r.URL.Path, base)
+	if !utf8.ValidString(path) {
+		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrInvalidRequest, "the request path is not valid UTF-8"))
+		return
+	}
+	rt, allow, ok := restRouteFor(r.Method, path)
+	switch {
+	case !ok && allow != "":
+		w.Header().Set("Allow", allow)
+		writeRESTError(w, http.StatusMethodNotAllowed, core.NewError(core.ErrMethodNotFound, fmt.Sprintf("%s %s is not an A2A method; this path takes %s", r.Method, r.URL.Path, allow)))
+		return
+	case !ok:
+		writeRESTError(w, http.StatusNotFound, core.NewError(core.ErrMethodNotFound, fmt.Sprintf(
+			"there is no A2A method at %s; the HTTP+JSON binding serves POST %s/message:send, POST %s/message:stream, GET %s/tasks, GET %s/tasks/{id}, POST %s/tasks/{id}:cancel, GET %s/tasks/{id}:subscribe and the push config methods under %s/tasks/{id}/pushNotificationConfigs; JSON-RPC is POST %s",
+			r.URL.Path, base, base, base, base, base, base, base, base)))
+		return
+	}
+	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); v != "" && !supportedREST(v) {
+		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrVersionNotSupported, fmt.Sprintf("A2A-Version %q is not supported by the HTTP+JSON binding; it speaks A2A 1.0 (A2A 0.3 clients: use JSON-RPC at %s)", v, base)))
+		return
+	}
+	if rt.streaming && !s.streaming {
+		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use POST %s/message:send, then GET %s/tasks/{id}", rt.name, base, base)))
+		return
+	}
+	if err := checkRESTQuery(rt, r.URL.Query()); err != nil {
+		writeRESTError(w, http.StatusBadRequest, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRESTError(w, http.StatusRequestEntityTooLarge, core.NewError(core.ErrInvalidRequest, fmt.Sprintf("the request is larger than %d bytes; send a smaller message", s.maxBody)))
+			return
+		}
+		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrParseError, "could not read the request body"))
+		return
+	}
+	if rerr := checkRESTBody(rt, body); rerr != nil {
+		writeRESTError(w, http.StatusBadRequest, rerr)
+		return
+	}
+	ctx := r.Context()
+	r2 := r.Clone(ctx)
+	r2.URL.Path, r2.URL.RawPath = path, ""
+	if q := r2.URL.Query(); q.Has("lastUpdatedAfter") && !q.Has("statusTimestampAfter") {
+		// a2a-go v2.4.0's REST client names the filter lastUpdatedAfter,
+		// its server (and the proto) statusTimestampAfter.
+		q.Set("statusTimestampAfter", q.Get("lastUpdatedAfter"))
+		q.Del("lastUpdatedAfter")
+		r2.URL.RawQuery = q.Encode()
+	}
+	if rt.body == nil || len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(body))
+	a.rest.ServeHTTP(w, r2)
+}
+
+// supportedREST reports whether an A2A-Version header names the version
+// the HTTP+JSON binding speaks: 1.x.
+func supportedREST(v string) bool {
+	v = strings.TrimPrefix(v, "v")
+	return v == "1" || strings.HasPrefix(v, "1.")
+}
+
+// checkRESTQuery checks the query parameters a method reads, as the
+// JSON-RPC endpoint checks the same fields of its params (the SDK's
+// transport refuses malformed ones without saying which).
+func checkRESTQuery(rt restRoute, q url.Values) *core.Error {
+	for k, vs := range q {
+		for _, v := range vs {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return core.NewError(core.ErrInvalidParams, "the query is not valid UTF-8")
+			}
+		}
+		if len(vs) > 1 && contains(rt.query, k) {
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("query parameter %q is given %d times; give it once", k, len(vs)))
+		}
+	}
+	for _, k := range rt.query {
+		if !q.Has(k) {
+			continue
+		}
+		v := q.Get(k)
+		switch k {
+		case "pageSize":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100 {
+				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("pageSize %q must be a whole number between 1 and 100 (leave it out for 50)", v))
+			}
+		case "historyLength":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("historyLength %q must be a whole number, 0 or more", v))
+			}
+		case "statusTimestampAfter", "lastUpdatedAfter":
+			if _, err := time.Parse(time.RFC3339, v); err != nil {
+				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s %q must be an RFC 3339 time such as 2025-01-02T15:04:05Z", k, v))
+			}
+		case "includeArtifacts":
+			if _, err := strconv.ParseBool(v); err != nil {
+				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("includeArtifacts %q must be true or false", v))
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRESTBody checks a request body as serveRPC checks JSON-RPC
+// params: well-formed, UTF-8, no lone surrogates, not too deep, no
+// repeated keys (jsonin), an object, and decodable as the method's
+// request. A method without a body takes none (or an empty object).
+func checkRESTBody(rt restRoute, body []byte) *core.Error {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		if rt.body != nil && (rt.name == "SendMessage" || rt.name == "SendStreamingMessage" || rt.name == "CreateTaskPushNotificationConfig") {
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s needs a JSON object in the request body", rt.name))
+		}
+		return nil
+	}
+	if err := jsonin.Check(body); err != nil {
+		if !utf8.Valid(body) {
+			return core.NewError(core.ErrParseError, err.Error()) // JSON text is UTF-8
+		}
+		return core.NewError(core.ErrInvalidRequest, err.Error())
+	}
+	if !json.Valid(trimmed) {
+		return core.NewError(core.ErrParseError, "the request body is not valid JSON")
+	}
+	if trimmed[0] != '{' {
+		return core.NewError(core.ErrInvalidParams, "the request body must be a JSON object")
+	}
+	if rt.body == nil {
+		if string(trimmed) != "{}" {
+			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s takes no request body (its parameters are in the path and the query)", rt.name))
+		}
+		return nil
+	}
+	if err := rt.body(trimmed); err != nil {
+		return core.NewError(core.ErrInvalidParams, "invalid params: "+strings.TrimPrefix(jsonin.Explain(err), "json: "))
+	}
+	return nil
+}
+
+// restError is the HTTP+JSON binding's error object, as a2a-go's REST
+// transport writes and reads it: a google.rpc.Status whose details hold a
+// google.rpc.ErrorInfo with the A2A reason.
+type restError struct {
+	Error restStatus `json:"error"`
+}
+
+type restStatus struct {
+	Code    int                   `json:"code"`
+	Status  string                `json:"status"`
+	Message string                `json:"message"`
+	Details []*errordetails.Typed `json:"details"`
+}
+
+// writeRESTError writes err in the HTTP+JSON binding's error format with
+// HTTP status code.
+func writeRESTError(w http.ResponseWriter, code int, err *core.Error) {
+	st := "INVALID_ARGUMENT"
+	switch {
+	case errors.Is(err, core.ErrTaskNotFound):
+		st = "NOT_FOUND"
+	case errors.Is(err, core.ErrUnsupportedOperation), errors.Is(err, core.ErrVersionNotSupported):
+		st = "FAILED_PRECONDITION"
+	case errors.Is(err, core.ErrMethodNotFound):
+		st = "UNIMPLEMENTED"
+	case errors.Is(err, core.ErrInternalError):
+		st = "INTERNAL"
+	}
+	body := restError{Error: restStatus{Code: code, Status: st, Message: err.Error(), Details: []*errordetails.Typed{
+		errordetails.NewErrorInfo(core.ErrorReason(err), core.ProtocolDomain, map[string]string{"timestamp": time.Now().UTC().Format(time.RFC3339)}),
+	}}}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
