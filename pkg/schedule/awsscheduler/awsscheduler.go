@@ -14,8 +14,11 @@
 //
 // The schedule's state is EventBridge's (ENABLED or DISABLED: paused), its
 // expression EventBridge's form (cron(...), rate(...), at(...)), its time
-// zone ScheduleExpressionTimezone. Writes go straight to EventBridge
-// Scheduler: two updates at once, the last wins.
+// zone ScheduleExpressionTimezone. A rate() schedule gets an explicit
+// StartDate (the next whole minute when its period starts, kept on
+// updates), so its firings are StartDate + k·period and its last firing
+// can be computed. Writes go straight to EventBridge Scheduler: two
+// updates at once, the last wins.
 package awsscheduler
 
 import (
