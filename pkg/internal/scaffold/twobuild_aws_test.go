@@ -74,7 +74,8 @@ func v2Changes() []change {
 	)
 	return []change{
 		{name: "add-node", decided: true, edits: []edit{
-			{"\tg.AddEdge(\"review\", pregel.End)", "\tg.AddFunc(\"notify\", func(context.Context, State) (State, error) { return State{}, nil })\n\tg.AddEdge(\"review\", \"notify\")\n\tg.AddEdge(\"notify\", pregel.End)", 1},
+			{"\tg.AddEdge(\"review\", pregel.End)", "\tg.AddFunc(\"notify\", notify)\n\tg.AddEdge(\"review\", \"notify\")\n\tg.AddEdge(\"notify\", pregel.End)", 1},
+			{"func validate(", "func notify(context.Context, State) (State, error) { return State{}, nil }\n\nfunc validate(", 1},
 		}},
 		{name: "rename", decided: true, edits: renamed, interrupted: stopReview, queued: stopReview},
 		{name: "rename-declared", decided: true, edits: append(slices.Clone(renamed),
@@ -119,7 +120,7 @@ const migrateChecksSrc = `func migrateChecks(_ context.Context, old map[string]j
 // that completes logs its task ("TASK <run> <node> <task id>") to the
 // function's log: the test counts them to prove that no task ran twice
 // across the two builds. Node bodies are not part of a graph's version.
-var addFunc = regexp.MustCompile(`g\.AddFunc\("(\w+)", (\w+),`)
+var addFunc = regexp.MustCompile(`g\.AddFunc\("(\w+)", (\w+)([,)])`)
 
 const countedSrc = `
 // counted logs each completed execution of a task (the test counts them).
@@ -138,7 +139,7 @@ func instrument(src string) (string, error) {
 	if n := len(addFunc.FindAllString(src, -1)); n < 4 {
 		return "", fmt.Errorf("main.go adds %d nodes by name; the scaffold changed: update this test", n)
 	}
-	src = addFunc.ReplaceAllString(src, `g.AddFunc("$1", counted($2),`)
+	src = addFunc.ReplaceAllString(src, `g.AddFunc("$1", counted($2)$3`)
 	return applyEdits(src+countedSrc, []edit{{"\t\"fmt\"\n", "\t\"fmt\"\n\t\"os\"\n", 1}})
 }
 
