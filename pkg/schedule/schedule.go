@@ -298,20 +298,29 @@ var lastWindows = []time.Duration{time.Hour, 24 * time.Hour, 8 * 24 * time.Hour,
 // schedule was created) names a run (FiringRunID), and if that run exists
 // it is the last firing. If it does not (not delivered yet, or the
 // schedule was paused then) the last firing stays empty. A rate's
-// firing times depend on when EventBridge started its period, which it
-// does not report after an update, so rate() schedules show none.
+// firings are Anchor + k·period (on AWS the schedule's StartDate, which
+// the API sets); a rate schedule without one (made before the API set
+// StartDate) shows none.
 func (s *Service) deriveLast(ctx context.Context, sc *Schedule) error {
 	if !s.AWS || sc.LastFireAt != nil || sc.LastRunID != "" {
 		return nil
 	}
 	spec, err := Spec(*sc)
-	if err != nil || spec.Kind() == cronspec.KindRate {
+	if err != nil {
 		return nil
 	}
 	now := s.now()
 	since := sc.CreatedAt.Add(-time.Nanosecond)
 	var last time.Time
+	if spec.Kind() == cronspec.KindRate {
+		if last = lastOfRate(sc.Anchor, spec.Interval(), now); last.IsZero() || !last.After(since) {
+			return nil
+		}
+	}
 	for _, w := range append(lastWindows, now.Sub(since)) {
+		if !last.IsZero() {
+			break
+		}
 		from := now.Add(-w)
 		if from.Before(since) {
 			from = since
@@ -332,6 +341,20 @@ func (s *Service) deriveLast(ctx context.Context, sc *Schedule) error {
 	}
 	sc.LastFireAt, sc.LastRunID = &last, id
 	return nil
+}
+
+// lastOfRate is the latest of anchor + k·period (k any integer) at or
+// before now; zero without an anchor.
+func lastOfRate(anchor time.Time, period time.Duration, now time.Time) time.Time {
+	if anchor.IsZero() || period <= 0 {
+		return time.Time{}
+	}
+	d := now.Sub(anchor)
+	k := d / period
+	if d < 0 && d%period != 0 {
+		k-- // floor, not toward zero
+	}
+	return anchor.Add(k * period)
 }
 
 // Update applies req: pausing clears the next firing, resuming (or

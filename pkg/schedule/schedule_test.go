@@ -428,11 +428,18 @@ func TestLastFiringOnAWS(t *testing.T) {
 	if got := last("daily"); got != want {
 		t.Errorf("after the firing was delivered: last firing %q, want %q", got, want)
 	}
+	// A rate's firings are its anchor (on AWS, the StartDate the API
+	// sets) + k·5 minutes: at 08:00:30 the latest is 08:00, not 07:30.
 	if got := last("rated"); got != "none " {
-		t.Errorf("a rate on AWS: last firing %q, want none (documented)", got)
+		t.Errorf("a rate whose 08:00 firing is not delivered yet: last firing %q, want none", got)
+	}
+	fire("rated", "2026-01-05T08:00:00Z")
+	if got := last("rated"); got != "2026-01-05T08:00:00Z sched.rated.20260105T080000Z" {
+		t.Errorf("a rate after its 08:00 firing: last firing %q", got)
 	}
 	e.clock.Set("2026-01-05T10:00:05Z")
 	fire("once", "2026-01-05T10:00:00Z")
+	fire("rated", "2026-01-05T10:00:00Z")
 	all, err := e.svc.List(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -441,8 +448,26 @@ func TestLastFiringOnAWS(t *testing.T) {
 	for _, sc := range all {
 		byName[sc.Name] = sc.LastRunID
 	}
-	if byName["daily"] != "sched.daily.20260105T080000Z" || byName["once"] != "sched.once.20260105T100000Z" || byName["rated"] != "" {
+	if byName["daily"] != "sched.daily.20260105T080000Z" || byName["once"] != "sched.once.20260105T100000Z" || byName["rated"] != "sched.rated.20260105T100000Z" {
 		t.Errorf("list's last runs: %v", byName)
+	}
+	// An update that keeps the rate keeps its firings; a new rate starts
+	// a new period, whose first firing has not happened.
+	desc := "every five minutes"
+	if _, err := e.svc.Update(t.Context(), "rated", schedule.UpdateRequest{Description: &desc}); err != nil {
+		t.Fatal(err)
+	}
+	if got := last("rated"); got != "2026-01-05T10:00:00Z sched.rated.20260105T100000Z" {
+		t.Errorf("after an update of the description: last firing %q", got)
+	}
+	e.clock.Set("2026-01-05T10:02:00Z")
+	expr := "rate(7 minutes)"
+	if _, err := e.svc.Update(t.Context(), "rated", schedule.UpdateRequest{Schedule: &expr}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set("2026-01-05T10:08:00Z")
+	if got := last("rated"); got != "none " {
+		t.Errorf("a new rate from 10:02, its 10:02 firing not delivered: last firing %q, want none", got)
 	}
 	// Days later the latest scheduled time's run does not exist (paused,
 	// say): no firing is claimed.

@@ -7,17 +7,35 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/store/dynamo"
 )
 
 // TestTickStopsIncompatibleRun: on the serverless path, a run interrupted
 // at approve and resumed with an answer on code where approve is gone
 // stops drained with the reason at its next tick, before anything runs;
 // resumed on the old code again it completes with the answer it was given.
-func TestTickStopsIncompatibleRun(t *testing.T) {
+func TestTickStopsIncompatibleRun(t *testing.T) { stopsIncompatibleRun(t, newEnv(t, true)) }
+
+// TestTickStopsIncompatibleRunDynamo is the same with the two codes'
+// handlers over one DynamoDB table (moto_server, the real SDK client), as
+// two deployed builds share it.
+func TestTickStopsIncompatibleRunDynamo(t *testing.T) {
+	srv := mototest.Start(t)
+	client := dynamodb.NewFromConfig(srv.Config)
+	if err := dynamo.CreateTable(t.Context(), client, "versions"); err != nil {
+		t.Fatal(err)
+	}
+	s := dynamo.New(client, "versions")
+	stopsIncompatibleRun(t, newEnvOn(t, true, backend{checkpoints: s, runs: s, claims: s, loader: s}))
+}
+
+func stopsIncompatibleRun(t *testing.T, e *env) {
 	ctx := context.Background()
-	e := newEnv(t, true)
 	v1 := e.h.Graphs
 	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "r1"}); err != nil {
 		t.Fatal(err)

@@ -14,8 +14,11 @@
 //
 // The schedule's state is EventBridge's (ENABLED or DISABLED: paused), its
 // expression EventBridge's form (cron(...), rate(...), at(...)), its time
-// zone ScheduleExpressionTimezone. Writes go straight to EventBridge
-// Scheduler: two updates at once, the last wins.
+// zone ScheduleExpressionTimezone. A rate() schedule gets an explicit
+// StartDate (the next whole minute when its period starts, kept on
+// updates), so its firings are StartDate + k·period and its last firing
+// can be computed. Writes go straight to EventBridge Scheduler: two
+// updates at once, the last wins.
 package awsscheduler
 
 import (
@@ -104,13 +107,12 @@ func (b *Backend) now() time.Time {
 }
 
 // parts are the EventBridge fields of s.
-func (b *Backend) parts(s schedule.Schedule) (expr string, target *types.Target, state types.ScheduleState, err error) {
-	spec, err := cronspec.Parse(s.Expression, s.Timezone)
-	if err != nil {
-		return "", nil, "", fmt.Errorf("%s: %w", err.Error(), runs.ErrInvalid)
+func (b *Backend) parts(s schedule.Schedule) (spec *cronspec.Spec, expr string, target *types.Target, state types.ScheduleState, err error) {
+	if spec, err = cronspec.Parse(s.Expression, s.Timezone); err != nil {
+		return nil, "", nil, "", fmt.Errorf("%s: %w", err.Error(), runs.ErrInvalid)
 	}
 	if expr, err = spec.AWS(); err != nil {
-		return "", nil, "", fmt.Errorf("schedule %q: %s: %w", s.Expression, err.Error(), runs.ErrInvalid)
+		return nil, "", nil, "", fmt.Errorf("schedule %q: %s: %w", s.Expression, err.Error(), runs.ErrInvalid)
 	}
 	// Not HTML-escaped: EventBridge Scheduler replaces the attribute
 	// only as written, <aws.scheduler.scheduled-time>.
@@ -118,11 +120,11 @@ func (b *Backend) parts(s schedule.Schedule) (expr string, target *types.Target,
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(Firing{Graph: s.Graph, Input: s.Input, ThreadID: s.ThreadID, Strategy: string(s.Strategy), Schedule: s.Name, ScheduledTime: ScheduledTime}); err != nil {
-		return "", nil, "", err
+		return nil, "", nil, "", err
 	}
 	in := bytes.TrimSpace(buf.Bytes())
 	if len(in) > 8192 {
-		return "", nil, "", fmt.Errorf("the schedule's start request is %d characters; EventBridge Scheduler takes at most 8192: make the input smaller: %w", len(in), runs.ErrInvalid)
+		return nil, "", nil, "", fmt.Errorf("the schedule's start request is %d characters; EventBridge Scheduler takes at most 8192: make the input smaller: %w", len(in), runs.ErrInvalid)
 	}
 	target = &types.Target{Arn: aws.String(b.cfg.TargetARN), RoleArn: aws.String(b.cfg.RoleARN), Input: aws.String(string(in))}
 	if b.cfg.DeadLetterARN != "" {
@@ -132,18 +134,45 @@ func (b *Backend) parts(s schedule.Schedule) (expr string, target *types.Target,
 	if s.Paused {
 		state = types.ScheduleStateDisabled
 	}
-	return expr, target, state, nil
+	return spec, expr, target, state, nil
+}
+
+// rateStart is the StartDate of a rate() schedule, which fixes its
+// firings at StartDate + k·period. A new period (a schedule created, or
+// its expression changed) starts at the next whole minute, EventBridge
+// Scheduler's precision. An update that keeps the expression keeps the
+// firings: the StartDate moves to the first of them at or after now
+// (EventBridge refuses a StartDate more than 5 minutes in the past).
+func rateStart(spec *cronspec.Spec, now time.Time, prevExpr, expr string, prevStart *time.Time) *time.Time {
+	if spec.Kind() != cronspec.KindRate {
+		return nil
+	}
+	if prevStart == nil || prevExpr != expr {
+		t := now.UTC().Truncate(time.Minute)
+		if t.Before(now) {
+			t = t.Add(time.Minute)
+		}
+		return &t
+	}
+	t := prevStart.UTC()
+	if t.Before(now) {
+		period := spec.Interval()
+		k := (now.Sub(t) + period - 1) / period
+		t = t.Add(k * period)
+	}
+	return &t
 }
 
 // Create implements schedule.Backend.
 func (b *Backend) Create(ctx context.Context, s schedule.Schedule) (schedule.Schedule, error) {
-	expr, target, state, err := b.parts(s)
+	spec, expr, target, state, err := b.parts(s)
 	if err != nil {
 		return schedule.Schedule{}, err
 	}
 	_, err = b.api.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
 		Name: aws.String(s.Name), GroupName: aws.String(b.cfg.Group),
 		ScheduleExpression: aws.String(expr), ScheduleExpressionTimezone: aws.String(s.Timezone),
+		StartDate:          rateStart(spec, b.now(), "", expr, nil),
 		FlexibleTimeWindow: &types.FlexibleTimeWindow{Mode: types.FlexibleTimeWindowModeOff},
 		Target:             target, State: state, Description: description(s.Description),
 	})
@@ -178,11 +207,19 @@ func (b *Backend) classify(name, op string, err error) error {
 
 // Get implements schedule.Backend.
 func (b *Backend) Get(ctx context.Context, name string) (schedule.Schedule, error) {
-	out, err := b.api.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(b.cfg.Group)})
+	out, err := b.get(ctx, name)
 	if err != nil {
-		return schedule.Schedule{}, b.classify(name, "get", err)
+		return schedule.Schedule{}, err
 	}
 	return b.fromAWS(out)
+}
+
+func (b *Backend) get(ctx context.Context, name string) (*scheduler.GetScheduleOutput, error) {
+	out, err := b.api.GetSchedule(ctx, &scheduler.GetScheduleInput{Name: aws.String(name), GroupName: aws.String(b.cfg.Group)})
+	if err != nil {
+		return nil, b.classify(name, "get", err)
+	}
+	return out, nil
 }
 
 // fromAWS turns an EventBridge schedule into a Schedule, its next firing
@@ -199,14 +236,24 @@ func (b *Backend) fromAWS(out *scheduler.GetScheduleOutput) (schedule.Schedule, 
 	if s.Timezone == "" {
 		s.Timezone = "UTC"
 	}
+	// A rate's firings are StartDate + k·period (rateStart). A rate
+	// schedule made before superstep set StartDate started when
+	// EventBridge Scheduler made it, as far as anyone can tell: its
+	// next firing is computed from its creation, and Anchor stays zero
+	// (its firing times are not known).
+	anchor := time.Time{}
 	if out.CreationDate != nil {
-		s.CreatedAt, s.Anchor = out.CreationDate.UTC(), out.CreationDate.UTC()
+		s.CreatedAt, anchor = out.CreationDate.UTC(), out.CreationDate.UTC()
+	}
+	if out.StartDate != nil {
+		s.Anchor = out.StartDate.UTC()
+		anchor = s.Anchor
 	}
 	if out.LastModificationDate != nil {
 		s.UpdatedAt = out.LastModificationDate.UTC()
 	}
 	if spec, err := cronspec.Parse(s.Expression, s.Timezone); err == nil && !s.Paused {
-		if t, ok := spec.Next(b.now(), s.Anchor); ok {
+		if t, ok := spec.Next(b.now(), anchor); ok {
 			s.NextFireAt = &t
 		}
 	}
@@ -239,22 +286,28 @@ func (b *Backend) List(ctx context.Context) ([]schedule.Schedule, error) {
 }
 
 // Mutate implements schedule.Backend: a read, then an UpdateSchedule of
-// every field (the last writer wins).
+// every field (the last writer wins). A rate() schedule whose expression
+// stays keeps its firing times (rateStart).
 func (b *Backend) Mutate(ctx context.Context, name string, fn func(*schedule.Schedule) error) (schedule.Schedule, error) {
-	s, err := b.Get(ctx, name)
+	cur, err := b.get(ctx, name)
+	if err != nil {
+		return schedule.Schedule{}, err
+	}
+	s, err := b.fromAWS(cur)
 	if err != nil {
 		return schedule.Schedule{}, err
 	}
 	if err := fn(&s); err != nil {
 		return schedule.Schedule{}, err
 	}
-	expr, target, state, err := b.parts(s)
+	spec, expr, target, state, err := b.parts(s)
 	if err != nil {
 		return schedule.Schedule{}, err
 	}
 	_, err = b.api.UpdateSchedule(ctx, &scheduler.UpdateScheduleInput{
 		Name: aws.String(name), GroupName: aws.String(b.cfg.Group),
 		ScheduleExpression: aws.String(expr), ScheduleExpressionTimezone: aws.String(s.Timezone),
+		StartDate:          rateStart(spec, b.now(), aws.ToString(cur.ScheduleExpression), expr, cur.StartDate),
 		FlexibleTimeWindow: &types.FlexibleTimeWindow{Mode: types.FlexibleTimeWindowModeOff},
 		Target:             target, State: state, Description: description(s.Description),
 	})
