@@ -11,6 +11,7 @@ import (
 
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/rietest"
+	"github.com/superstep/superstep/internal/serverlesstest"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
 )
@@ -22,22 +23,11 @@ import (
 // every sample of events/ meant for it.
 func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 	srv := mototest.Start(t)
-	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: "rie"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, env := serverlesstest.Provision(t, srv, "rie")
 	bin := t.TempDir()
 	// One go build for the mains (their packages build once).
 	rietest.BuildBootstrap(t, "..", "./functions/...", bin+string(os.PathSeparator))
-	env := []string{
-		serverless.EnvTable + "=" + cfg.Table,
-		serverless.EnvTickQueue + "=" + cfg.TickQueueURL,
-		serverless.EnvNodeQueue + "=" + cfg.NodeQueueURL,
-		serverless.EnvStartQueue + "=" + cfg.StartQueueURL,
-		"AWS_ENDPOINT_URL=" + srv.URL,
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"SUPERSTEP_FUNCTION=", // the binaries name their function (WithFunction)
-	}
+	env = append(env, "SUPERSTEP_FUNCTION=") // the binaries name their function (WithFunction)
 	sample := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("..", "events", name))
 		if err != nil {

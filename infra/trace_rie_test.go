@@ -9,15 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/superstep/superstep/internal/graphs"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/otlptest"
 	"github.com/superstep/superstep/internal/rietest"
-	"github.com/superstep/superstep/pkg/serverless"
+	"github.com/superstep/superstep/internal/serverlesstest"
 )
 
 // TestBootstrapsTrace: the api and tick bootstraps, behind the runtime
@@ -28,36 +24,19 @@ import (
 func TestBootstrapsTrace(t *testing.T) {
 	rcv := otlptest.Start(t)
 	srv := mototest.Start(t)
-	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: "rietrace"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, env := serverlesstest.Provision(t, srv, "rietrace")
 	bin := t.TempDir()
 	rietest.BuildBootstrap(t, "..", "./functions/...", bin+string(os.PathSeparator))
-	env := []string{
-		serverless.EnvTable + "=" + cfg.Table,
-		serverless.EnvTickQueue + "=" + cfg.TickQueueURL,
-		serverless.EnvNodeQueue + "=" + cfg.NodeQueueURL,
-		"AWS_ENDPOINT_URL=" + srv.URL,
-		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+	env = append(env, rcv.Env()...) // only the per-invocation flush exports
+	env = append(env,
 		"SUPERSTEP_FUNCTION=",
-		"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
-		"OTEL_BSP_SCHEDULE_DELAY=600000", // only the per-invocation flush exports
-		graphs.ExecLogEnv + "=" + filepath.Join(t.TempDir(), "exec.log"),
-	}
+		graphs.ExecLogEnv+"="+filepath.Join(t.TempDir(), "exec.log"),
+	)
 	api := rietest.Start(t, filepath.Join(bin, "api"), env...)
 	tickFn := rietest.Start(t, filepath.Join(bin, "tick"), env...)
 
-	b, err := os.ReadFile("../events/api-create-run.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(b, &ev); err != nil {
-		t.Fatal(err)
-	}
+	ev := serverlesstest.APIEvent(t, "..", `{"input": {"rounds": 1}, "run_id": "rie-traced"}`)
 	ev.RawPath, ev.RequestContext.HTTP.Path = "/v1/graphs/"+graphs.ExecLogGraph+"/runs", "/v1/graphs/"+graphs.ExecLogGraph+"/runs"
-	ev.Body, ev.IsBase64Encoded = `{"input": {"rounds": 1}, "run_id": "rie-traced"}`, false
 	payload, _ := json.Marshal(ev)
 	if code, resp := api.Invoke(t, payload); code != 200 || !strings.Contains(string(resp), `"statusCode":202`) {
 		t.Fatalf("api: %d %s\n%s", code, resp, api.Logs())
@@ -72,19 +51,8 @@ func TestBootstrapsTrace(t *testing.T) {
 		t.Fatalf("the api invocation exported no invoke_workflow span: %+v\n%s", rcv.Spans(), api.Logs())
 	}
 
-	client := sqs.NewFromConfig(srv.Config)
-	out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(cfg.TickQueueURL), MaxNumberOfMessages: 1, MessageAttributeNames: []string{"All"}})
-	if err != nil || len(out.Messages) != 1 {
-		t.Fatalf("the tick message: %v, %v", out, err)
-	}
-	m := out.Messages[0]
-	rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-		EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:rietrace-ticks.fifo",
-		Attributes: map[string]string{"ApproximateReceiveCount": "1"}, MessageAttributes: map[string]events.SQSMessageAttribute{}}
-	for k, a := range m.MessageAttributes {
-		rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(a.DataType), StringValue: a.StringValue}
-	}
-	payload, _ = json.Marshal(events.SQSEvent{Records: []events.SQSMessage{rec}})
+	tick, _ := serverlesstest.Receive(t, srv, cfg.TickQueueURL, "arn:aws:sqs:us-east-1:123456789012:rietrace-ticks.fifo")
+	payload, _ = json.Marshal(tick)
 	if code, resp := tickFn.Invoke(t, payload); code != 200 || strings.Contains(string(resp), "itemIdentifier") {
 		t.Fatalf("tick: %d %s\n%s", code, resp, tickFn.Logs())
 	}

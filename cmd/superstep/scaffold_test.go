@@ -11,8 +11,8 @@ import (
 
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/rietest"
+	"github.com/superstep/superstep/internal/serverlesstest"
 	"github.com/superstep/superstep/pkg/api"
-	"github.com/superstep/superstep/pkg/serverless"
 )
 
 // TestScaffoldedProject is what a new user does: `superstep init` a
@@ -142,11 +142,10 @@ func TestScaffoldedProject(t *testing.T) {
 
 	t.Run("Lambda runtime emulator", func(t *testing.T) {
 		srv := mototest.Start(t)
-		cfg := provision(t, srv)
+		_, env := serverlesstest.Provision(t, srv, "orders")
 		artifacts := filepath.Join(root, "artifacts")
 		sh(t, "make", "build-ApiFunction", "ARTIFACTS_DIR="+artifacts, "LAMBDA_GOARCH="+runtime.GOARCH)
 		bootstrap := filepath.Join(artifacts, "bootstrap")
-		env := append(cfg, "AWS_ENDPOINT_URL="+srv.URL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test")
 		emulators := map[string]*rietest.Emulator{}
 		for _, tc := range []struct{ event, function, want string }{
 			{"api-create-run.json", "api", `"statusCode":202`},
@@ -174,20 +173,4 @@ func TestScaffoldedProject(t *testing.T) {
 			t.Errorf("the project has %d sample events; this test invokes 5", len(entries))
 		}
 	})
-}
-
-// provision makes a table and queues on srv and returns the functions'
-// environment naming them.
-func provision(t *testing.T, srv *mototest.Server) []string {
-	t.Helper()
-	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []string{
-		serverless.EnvTable + "=" + cfg.Table,
-		serverless.EnvTickQueue + "=" + cfg.TickQueueURL,
-		serverless.EnvNodeQueue + "=" + cfg.NodeQueueURL,
-		serverless.EnvStartQueue + "=" + cfg.StartQueueURL,
-	}
 }

@@ -120,3 +120,14 @@ func (r *Receiver) Spans() []Span {
 	defer r.mu.Unlock()
 	return append([]Span(nil), r.spans...)
 }
+
+// Env is the environment (NAME=VALUE) that makes a process export its
+// spans to r over OTLP/HTTP, only when it flushes (the batch's own delay
+// is ten minutes, longer than any test).
+func (r *Receiver) Env() []string {
+	return []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + r.URL,
+		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_BSP_SCHEDULE_DELAY=600000",
+	}
+}

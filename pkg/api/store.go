@@ -16,11 +16,23 @@ import (
 // joined by '/', in bodies as JSON arrays.
 func (h *Handler) storeRoutes() []route {
 	return []route{
-		{"GET", "/v1/store/items", h.getItem},
-		{"PUT", "/v1/store/items", h.putItem},
-		{"DELETE", "/v1/store/items", h.deleteItem},
-		{"POST", "/v1/store/items/search", h.searchItems},
-		{"GET", "/v1/store/namespaces", h.listNamespaces},
+		{"GET", "/v1/store/items", h.withStore(h.getItem)},
+		{"PUT", "/v1/store/items", h.withStore(h.putItem)},
+		{"DELETE", "/v1/store/items", h.withStore(h.deleteItem)},
+		{"POST", "/v1/store/items/search", h.withStore(h.searchItems)},
+		{"GET", "/v1/store/namespaces", h.withStore(h.listNamespaces)},
+	}
+}
+
+// withStore hands fn the configured long-term store, or answers the
+// problem saying there is none.
+func (h *Handler) withStore(fn func(http.ResponseWriter, *http.Request, *longterm.Store) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		s, err := h.ltStore()
+		if err != nil {
+			return err
+		}
+		return fn(w, r, s)
 	}
 }
 
@@ -63,14 +75,14 @@ func (h *Handler) ltStore() (*longterm.Store, error) {
 }
 
 // itemRef reads ?namespace=a/b&key=k.
-func itemRef(r *http.Request) (longterm.Namespace, string, error) {
+func (h *Handler) itemRef(r *http.Request) (longterm.Namespace, string, error) {
 	if err := allowedQuery(r, "namespace", "key"); err != nil {
 		return nil, "", err
 	}
 	q := r.URL.Query()
 	ns, err := longterm.ParseNamespace(q.Get("namespace"))
 	if err != nil {
-		return nil, "", err
+		return nil, "", h.storeError(r, err)
 	}
 	key := q.Get("key")
 	if key == "" {
@@ -79,14 +91,10 @@ func itemRef(r *http.Request) (longterm.Namespace, string, error) {
 	return ns, key, nil
 }
 
-func (h *Handler) getItem(w http.ResponseWriter, r *http.Request) error {
-	s, err := h.ltStore()
+func (h *Handler) getItem(w http.ResponseWriter, r *http.Request, s *longterm.Store) error {
+	ns, key, err := h.itemRef(r)
 	if err != nil {
 		return err
-	}
-	ns, key, err := itemRef(r)
-	if err != nil {
-		return h.storeError(r, err)
 	}
 	it, err := s.Get(r.Context(), ns, key)
 	if errors.Is(err, longterm.ErrNotFound) {
@@ -98,11 +106,7 @@ func (h *Handler) getItem(w http.ResponseWriter, r *http.Request) error {
 	return h.writeJSON(w, r, http.StatusOK, it)
 }
 
-func (h *Handler) putItem(w http.ResponseWriter, r *http.Request) error {
-	s, err := h.ltStore()
-	if err != nil {
-		return err
-	}
+func (h *Handler) putItem(w http.ResponseWriter, r *http.Request, s *longterm.Store) error {
 	var req PutItemRequest
 	if err := h.decode(w, r, &req, false); err != nil {
 		return err
@@ -127,14 +131,10 @@ func (h *Handler) putItem(w http.ResponseWriter, r *http.Request) error {
 	return h.writeJSON(w, r, http.StatusOK, it)
 }
 
-func (h *Handler) deleteItem(w http.ResponseWriter, r *http.Request) error {
-	s, err := h.ltStore()
+func (h *Handler) deleteItem(w http.ResponseWriter, r *http.Request, s *longterm.Store) error {
+	ns, key, err := h.itemRef(r)
 	if err != nil {
 		return err
-	}
-	ns, key, err := itemRef(r)
-	if err != nil {
-		return h.storeError(r, err)
 	}
 	if err := s.Delete(r.Context(), ns, key); err != nil {
 		return h.storeError(r, err)
@@ -143,11 +143,7 @@ func (h *Handler) deleteItem(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (h *Handler) searchItems(w http.ResponseWriter, r *http.Request) error {
-	s, err := h.ltStore()
-	if err != nil {
-		return err
-	}
+func (h *Handler) searchItems(w http.ResponseWriter, r *http.Request, s *longterm.Store) error {
 	var req SearchItemsRequest
 	if err := h.decode(w, r, &req, false); err != nil {
 		return err
@@ -169,16 +165,15 @@ func (h *Handler) searchItems(w http.ResponseWriter, r *http.Request) error {
 	return h.writeJSON(w, r, http.StatusOK, page)
 }
 
-func (h *Handler) listNamespaces(w http.ResponseWriter, r *http.Request) error {
-	s, err := h.ltStore()
-	if err != nil {
-		return err
-	}
+func (h *Handler) listNamespaces(w http.ResponseWriter, r *http.Request, s *longterm.Store) error {
 	if err := allowedQuery(r, "prefix", "max_depth"); err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	var prefix longterm.Namespace
+	var (
+		prefix longterm.Namespace
+		err    error
+	)
 	if p := strings.Trim(q.Get("prefix"), "/"); p != "" {
 		if prefix, err = longterm.ParseNamespace(p); err != nil {
 			return h.storeError(r, err)

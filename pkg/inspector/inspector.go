@@ -31,11 +31,11 @@ import (
 //go:embed assets
 var assets embed.FS
 
-// AssetPrefix is the path under which the page's assets are served.
-const AssetPrefix = "/inspector/"
+// assetPrefix is the path under which the page's assets are served.
+const assetPrefix = "/inspector/"
 
 // New returns a handler that serves the inspector page at "/" (GET and
-// HEAD) and its assets under [AssetPrefix], and hands every other request
+// HEAD) and its assets under /inspector/, and hands every other request
 // to api unchanged, so the API's routes (/v1, /a2a, /healthz) and its
 // answers to unknown paths keep precedence.
 func New(api http.Handler) http.Handler {
@@ -43,14 +43,14 @@ func New(api http.Handler) http.Handler {
 	if err != nil {
 		panic(err) // the embedded tree always has assets/
 	}
-	files := http.StripPrefix(AssetPrefix, http.FileServerFS(sub))
+	files := http.StripPrefix(assetPrefix, http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		get := r.Method == http.MethodGet || r.Method == http.MethodHead
 		switch {
 		case get && r.URL.Path == "/":
 			setHeaders(w)
 			http.ServeFileFS(w, r, sub, "index.html")
-		case get && strings.HasPrefix(r.URL.Path, AssetPrefix) && !strings.HasSuffix(r.URL.Path, "/"):
+		case get && strings.HasPrefix(r.URL.Path, assetPrefix) && !strings.HasSuffix(r.URL.Path, "/"):
 			setHeaders(w)
 			files.ServeHTTP(w, r)
 		default:

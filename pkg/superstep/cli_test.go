@@ -25,6 +25,30 @@ import (
 // syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
 type syncBuffer = testkit.Buffer
 
+// serverEnv is the Env of a server the test runs in process: no input,
+// an empty environment, its output in out and errb, and its signals from
+// the channel returned (send os.Interrupt or SIGTERM to stop it).
+func serverEnv(out, errb *syncBuffer) (Env, chan os.Signal) {
+	sigs := make(chan os.Signal, 2)
+	return Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: errb, Getenv: func(string) string { return "" },
+		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} }}, sigs
+}
+
+// stopServer sends SIGTERM to a server started with serverEnv and fails
+// the test unless it exits with ExitOK (code) within 10 s.
+func stopServer(t *testing.T, sigs chan<- os.Signal, code <-chan int, errb *syncBuffer) {
+	t.Helper()
+	sigs <- syscall.SIGTERM
+	select {
+	case c := <-code:
+		if c != ExitOK {
+			t.Errorf("dev exited with %d:\n%s", c, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("dev did not stop:\n%s", errb.String())
+	}
+}
+
 // harness runs the superstep command in-process.
 type harness struct {
 	t       *testing.T
@@ -627,30 +651,13 @@ func regexpMatch(pattern, s string) bool {
 // signal.
 func TestDevInProcess(t *testing.T) {
 	dir := t.TempDir()
-	sigs := make(chan os.Signal, 2)
 	var out, errb syncBuffer
-	env := Env{
-		Stdin:   strings.NewReader(""),
-		Stdout:  &out,
-		Stderr:  &errb,
-		Getenv:  func(string) string { return "" },
-		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
-	}
+	env, sigs := serverEnv(&out, &errb)
 	code := make(chan int, 1)
 	go func() {
 		code <- Run(context.Background(), env, []string{"dev", "--addr", "127.0.0.1:0", "--dir", dir, "--token", "tok", "--grace", "2s"}, testGraphs(env.Getenv))
 	}()
-	var url string
-	deadline := time.Now().Add(10 * time.Second)
-	for url == "" {
-		if time.Now().After(deadline) {
-			t.Fatalf("dev did not serve:\n%s", errb.String())
-		}
-		if u, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "superstep dev: serving "); ok {
-			url = u
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	url := waitServing(t, &out, &errb, code)
 	h := newHarness(t)
 	h.env[ServerEnv] = url
 	r := h.run("runs", "list").want(t, ExitUsage)
@@ -751,15 +758,7 @@ func TestDevInProcess(t *testing.T) {
 		t.Errorf("runs list --json: %v %+v", err, list)
 	}
 
-	sigs <- syscall.SIGTERM
-	select {
-	case c := <-code:
-		if c != ExitOK {
-			t.Errorf("dev exited with %d:\n%s", c, errb.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("dev did not stop:\n%s", errb.String())
-	}
+	stopServer(t, sigs, code, &errb)
 	if !strings.Contains(errb.String(), `msg="stopping: draining running runs" reason="signal: terminated"`) {
 		t.Errorf("log:\n%s", errb.String())
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -145,4 +146,35 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 		}
 	}
 	return data, nil
+}
+
+// call sends one request to the server f names: see client.do.
+func (f *serverFlags) call(ctx context.Context, method, path string, query url.Values, body, out any) ([]byte, error) {
+	cl, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	return cl.do(ctx, method, path, query, body, out)
+}
+
+// listQuery is the query of a listing: limit when positive, and each
+// name, value pair of kv whose value is not empty.
+func listQuery(limit int, kv ...string) url.Values {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	return q
+}
+
+// morePages tells, on stderr, how to list the next page of what, if any.
+func morePages(env Env, what, token string) {
+	if token != "" {
+		fmt.Fprintf(env.Stderr, "more %s: add --page-token %s\n", what, token)
+	}
 }

@@ -6,11 +6,8 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/superstep/superstep/internal/mototest"
 )
@@ -23,15 +20,8 @@ func TestDevAWS(t *testing.T) {
 	var b [3]byte
 	rand.Read(b[:])
 	prefix := "devaws-" + hex.EncodeToString(b[:])
-	sigs := make(chan os.Signal, 2)
 	var out, errb syncBuffer
-	env := Env{
-		Stdin:   strings.NewReader(""),
-		Stdout:  &out,
-		Stderr:  &errb,
-		Getenv:  func(string) string { return "" },
-		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
-	}
+	env, sigs := serverEnv(&out, &errb)
 	code := make(chan int, 1)
 	go func() {
 		// Short polls: mototest serialises the emulator's requests, so
@@ -39,22 +29,7 @@ func TestDevAWS(t *testing.T) {
 		code <- Run(context.Background(), env, []string{"dev", "--aws", "--endpoint", srv.URL, "--create", "--prefix", prefix,
 			"--addr", "127.0.0.1:0", "--token", "tok", "--wait-time", "0", "--grace", "2s"}, testGraphs(nil))
 	}()
-	var url string
-	deadline := time.Now().Add(20 * time.Second)
-	for url == "" {
-		select {
-		case c := <-code:
-			t.Fatalf("dev exited with %d:\n%s", c, errb.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev did not serve:\n%s", errb.String())
-		}
-		if u, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "superstep dev: serving "); ok {
-			url = u
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	url := waitServing(t, &out, &errb, code)
 	h := newHarness(t)
 	h.env[ServerEnv] = url
 	h.env[TokenEnv] = "tok"
@@ -81,15 +56,7 @@ func TestDevAWS(t *testing.T) {
 	h.run("runs", "create", "support-triage", "--input", triageInput(t), "--run-id", "t1", "--wait").want(t, ExitInterrupted)
 	h.run("runs", "resume", "t1", "--answer", "approve", "--wait").want(t, ExitOK)
 
-	sigs <- syscall.SIGTERM
-	select {
-	case c := <-code:
-		if c != ExitOK {
-			t.Errorf("dev exited with %d:\n%s", c, errb.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("dev did not stop:\n%s", errb.String())
-	}
+	stopServer(t, sigs, code, &errb)
 	for _, s := range []string{"creating the table and queues", "serving (serverless handlers, local pollers)", prefix + "-ticks.fifo", "stopping: runs stay in the table and queues"} {
 		if !strings.Contains(errb.String(), s) {
 			t.Errorf("log lacks %q:\n%s", s, errb.String())

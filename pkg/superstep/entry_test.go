@@ -116,9 +116,7 @@ func TestLambdaFunctionChoice(t *testing.T) {
 func TestDevOptions(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb syncBuffer
-	sigs := make(chan os.Signal, 1)
-	env := Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
-		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} }}
+	env, sigs := serverEnv(&out, &errb)
 	code := make(chan int, 1)
 	go func() {
 		code <- Run(context.Background(), env, []string{"dev", "--addr", "127.0.0.1:0", "--dir", dir}, WithGraphs(loop.Graph),

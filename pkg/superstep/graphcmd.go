@@ -114,16 +114,8 @@ the latest status of each node in that run: from the dev server when
 }
 
 func showRemoteGraph(ctx context.Context, env Env, f *serverFlags, graph, runID string) error {
-	cl, err := f.client()
-	if err != nil {
-		return err
-	}
-	q := url.Values{}
-	if runID != "" {
-		q.Set("run", runID)
-	}
 	var out api.Graph
-	raw, err := cl.do(ctx, http.MethodGet, "/v1/graphs/"+url.PathEscape(graph), q, nil, &out)
+	raw, err := f.call(ctx, http.MethodGet, "/v1/graphs/"+url.PathEscape(graph), listQuery(0, "run", runID), nil, &out)
 	if err != nil {
 		return err
 	}

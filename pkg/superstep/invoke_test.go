@@ -6,6 +6,7 @@ import (
 
 	"github.com/superstep/superstep/internal/graphs"
 	"github.com/superstep/superstep/internal/mototest"
+	"github.com/superstep/superstep/internal/serverlesstest"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/serverless"
 )
@@ -25,16 +26,8 @@ func TestInvoke(t *testing.T) {
 	}
 
 	srv := mototest.Start(t)
-	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: "invoke"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]string{
-		serverless.EnvTable: cfg.Table, serverless.EnvTickQueue: cfg.TickQueueURL, serverless.EnvNodeQueue: cfg.NodeQueueURL,
-		"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-	} {
-		t.Setenv(k, v)
-	}
+	cfg, env := serverlesstest.Provision(t, srv, "invoke")
+	serverlesstest.Setenv(t, env)
 	r = runWith(t, nil, []string{"invoke", "api", "--event", "../../events/api-create-run.json"}, opts).want(t, ExitOK)
 	if !strings.Contains(r.stdout, `"statusCode":202`) || !strings.Contains(r.stdout, "sample-counter") {
 		t.Errorf("invoke api: %s", r.stdout)

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/superstep/superstep/internal/graphs"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/otlptest"
-	"github.com/superstep/superstep/pkg/serverless"
+	"github.com/superstep/superstep/internal/serverlesstest"
 )
 
 // TestInvokeExportsSpans: `superstep invoke` with tracing on exports the
@@ -26,31 +25,12 @@ import (
 func TestInvokeExportsSpans(t *testing.T) {
 	rcv := otlptest.Start(t)
 	srv := mototest.Start(t)
-	cfg, err := serverless.Provision(t.Context(), srv.Config, serverless.Resources{Prefix: "invoke-otel"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]string{
-		serverless.EnvTable: cfg.Table, serverless.EnvTickQueue: cfg.TickQueueURL, serverless.EnvNodeQueue: cfg.NodeQueueURL,
-		"AWS_ENDPOINT_URL": srv.URL, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.URL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-		// A batch that would not export by itself before the test ends.
-		"OTEL_BSP_SCHEDULE_DELAY": "600000",
-	} {
-		t.Setenv(k, v)
-	}
+	cfg, env := serverlesstest.Provision(t, srv, "invoke-otel")
+	serverlesstest.Setenv(t, append(env, rcv.Env()...)) // a batch that would not export by itself before the test ends
 	opts := WithGraphs(graphs.Graphs(nil)...)
 	dir := t.TempDir()
-	api, err := os.ReadFile("../../events/api-create-run.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A counter run that takes four ticks: limit 4.
-	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(api, &ev); err != nil {
-		t.Fatal(err)
-	}
-	ev.Body, ev.IsBase64Encoded = `{"input": {"limit": 4}, "run_id": "otel-chain"}`, false
+	ev := serverlesstest.APIEvent(t, "../..", `{"input": {"limit": 4}, "run_id": "otel-chain"}`)
 	event := filepath.Join(dir, "api.json")
 	writeEventFile(t, event, ev)
 
@@ -74,28 +54,12 @@ func TestInvokeExportsSpans(t *testing.T) {
 
 	client := sqs.NewFromConfig(srv.Config)
 	for i := 1; i <= 4; i++ {
-		out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(cfg.TickQueueURL), MaxNumberOfMessages: 1, MessageAttributeNames: []string{"All"},
-			MessageSystemAttributeNames: nil,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(out.Messages) != 1 {
-			t.Fatalf("tick %d: no tick message in the queue", i)
-		}
-		m := out.Messages[0]
-		rec := events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:invoke-otel-ticks.fifo",
-			Attributes: map[string]string{"ApproximateReceiveCount": "1"}, MessageAttributes: map[string]events.SQSMessageAttribute{}}
-		for k, a := range m.MessageAttributes {
-			rec.MessageAttributes[k] = events.SQSMessageAttribute{DataType: aws.ToString(a.DataType), StringValue: a.StringValue}
-		}
+		tick, receipt := serverlesstest.Receive(t, srv, cfg.TickQueueURL, "arn:aws:sqs:us-east-1:123456789012:invoke-otel-ticks.fifo")
 		event := filepath.Join(dir, "tick.json")
-		writeEventFile(t, event, events.SQSEvent{Records: []events.SQSMessage{rec}})
+		writeEventFile(t, event, tick)
 		before := len(rcv.Spans())
 		runWith(t, nil, []string{"invoke", "tick", "--event", event}, opts).want(t, ExitOK)
-		if _, err := client.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(cfg.TickQueueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		if _, err := client.DeleteMessage(t.Context(), &sqs.DeleteMessageInput{QueueUrl: aws.String(cfg.TickQueueURL), ReceiptHandle: receipt}); err != nil {
 			t.Fatal(err)
 		}
 		got := rcv.Spans()[before:]

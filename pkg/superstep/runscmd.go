@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,34 +53,13 @@ func newRunsListCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "List runs, newest first",
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			q := url.Values{}
-			for k, v := range map[string]string{"graph": graph, "status": status, "version": version, "page_token": pageToken} {
-				if v != "" {
-					q.Set(k, v)
-				}
-			}
-			if limit > 0 {
-				q.Set("limit", strconv.Itoa(limit))
-			}
+			q := listQuery(limit, "graph", graph, "status", status, "version", version, "page_token", pageToken)
 			var page api.RunList
-			raw, err := cl.do(c.Context(), http.MethodGet, "/v1/runs", q, nil, &page)
+			raw, err := f.call(c.Context(), http.MethodGet, "/v1/runs", q, nil, &page)
 			if err != nil {
 				return err
 			}
-			if f.json {
-				return writeRaw(env.Stdout, raw)
-			}
-			if err := writeRunTable(env.Stdout, page.Runs); err != nil {
-				return err
-			}
-			if page.NextPageToken != "" {
-				fmt.Fprintf(env.Stderr, "more runs: add --page-token %s\n", page.NextPageToken)
-			}
-			return nil
+			return writeRunPage(env, f, raw, page)
 		},
 	}
 	c.Flags().StringVar(&graph, "graph", "", "only runs of this graph")
@@ -90,6 +68,19 @@ func newRunsListCmd(env Env, f *serverFlags) *cobra.Command {
 	c.Flags().IntVar(&limit, "limit", 0, "at most this many runs (server default 50, at most 500)")
 	c.Flags().StringVar(&pageToken, "page-token", "", "continue a previous listing")
 	return c
+}
+
+// writeRunPage prints a page of runs: the server's answer with --json,
+// else a table and how to list the next page.
+func writeRunPage(env Env, f *serverFlags, raw []byte, page api.RunList) error {
+	if f.json {
+		return writeRaw(env.Stdout, raw)
+	}
+	if err := writeRunTable(env.Stdout, page.Runs); err != nil {
+		return err
+	}
+	morePages(env, "runs", page.NextPageToken)
+	return nil
 }
 
 // writeRunTable prints runs as a table.

@@ -75,12 +75,8 @@ func newSchedulesListCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "List schedules with their last and next firings",
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var l api.ScheduleList
-			raw, err := cl.do(c.Context(), http.MethodGet, "/v1/schedules", nil, nil, &l)
+			raw, err := f.call(c.Context(), http.MethodGet, "/v1/schedules", nil, nil, &l)
 			if err != nil {
 				return err
 			}
@@ -181,12 +177,8 @@ func newSchedulesCreateCmd(env Env, f *serverFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var s schedule.Schedule
-			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/schedules", nil, schedule.CreateRequest{Name: args[0], Graph: graph, Schedule: sf.expr,
+			raw, err := f.call(c.Context(), http.MethodPost, "/v1/schedules", nil, schedule.CreateRequest{Name: args[0], Graph: graph, Schedule: sf.expr,
 				Timezone: sf.tz, Input: input, ThreadID: thread, Strategy: sf.strategy, Description: sf.description, Paused: paused}, &s)
 			if err != nil {
 				return err
@@ -207,12 +199,8 @@ func newSchedulesShowCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "Show a schedule with its last and next firings",
 		Args:  exactArgs("NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var s schedule.Schedule
-			raw, err := cl.do(c.Context(), http.MethodGet, schedulePath(args[0]), nil, nil, &s)
+			raw, err := f.call(c.Context(), http.MethodGet, schedulePath(args[0]), nil, nil, &s)
 			if err != nil {
 				return err
 			}
@@ -241,12 +229,8 @@ func newSchedulesUpdateCmd(env Env, f *serverFlags) *cobra.Command {
 				return err
 			}
 			req.Input = input
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var s schedule.Schedule
-			raw, err := cl.do(c.Context(), http.MethodPatch, schedulePath(args[0]), nil, req, &s)
+			raw, err := f.call(c.Context(), http.MethodPatch, schedulePath(args[0]), nil, req, &s)
 			if err != nil {
 				return err
 			}
@@ -267,12 +251,8 @@ func newSchedulesPauseCmd(env Env, f *serverFlags, pause bool) *cobra.Command {
 		Short: short,
 		Args:  exactArgs("NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var s schedule.Schedule
-			raw, err := cl.do(c.Context(), http.MethodPost, schedulePath(args[0], verb), nil, nil, &s)
+			raw, err := f.call(c.Context(), http.MethodPost, schedulePath(args[0], verb), nil, nil, &s)
 			if err != nil {
 				return err
 			}
@@ -287,11 +267,7 @@ func newSchedulesDeleteCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "Delete a schedule (the runs it started stay)",
 		Args:  exactArgs("NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			if _, err := cl.do(c.Context(), http.MethodDelete, schedulePath(args[0]), nil, nil, nil); err != nil {
+			if _, err := f.call(c.Context(), http.MethodDelete, schedulePath(args[0]), nil, nil, nil); err != nil {
 				return err
 			}
 			if !f.json {

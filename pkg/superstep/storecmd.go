@@ -72,6 +72,26 @@ func printItem(env Env, it longterm.Item) {
 	fmt.Fprintf(env.Stdout, ")\n  %s\n", it.Value)
 }
 
+// searchItems asks the server for the items req selects, with the filter
+// given (a JSON object) unless it is empty. With --json it prints the
+// server's answer and returns no page.
+func searchItems(c *cobra.Command, env Env, f *serverFlags, req api.SearchItemsRequest, filter []byte) (*longterm.Page, error) {
+	if len(filter) > 0 {
+		if err := json.Unmarshal(filter, &req.Filter); err != nil {
+			return nil, usageErr(c, fmt.Errorf("--filter must be a JSON object such as '{\"kind\": \"pref\"}'"))
+		}
+	}
+	var page longterm.Page
+	raw, err := f.call(c.Context(), http.MethodPost, "/v1/store/items/search", nil, req, &page)
+	if err != nil {
+		return nil, err
+	}
+	if f.json {
+		return nil, writeRaw(env.Stdout, raw)
+	}
+	return &page, nil
+}
+
 func newStoreGetCmd(env Env, f *serverFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get NAMESPACE KEY",
@@ -82,12 +102,8 @@ func newStoreGetCmd(env Env, f *serverFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var it longterm.Item
-			raw, err := cl.do(c.Context(), http.MethodGet, "/v1/store/items", itemQuery(ns, args[1]), nil, &it)
+			raw, err := f.call(c.Context(), http.MethodGet, "/v1/store/items", itemQuery(ns, args[1]), nil, &it)
 			if err != nil {
 				return err
 			}
@@ -130,12 +146,8 @@ it expires that long after this put.`,
 				}
 				req.Index = &idx
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var it longterm.Item
-			raw, err := cl.do(c.Context(), http.MethodPut, "/v1/store/items", nil, req, &it)
+			raw, err := f.call(c.Context(), http.MethodPut, "/v1/store/items", nil, req, &it)
 			if err != nil {
 				return err
 			}
@@ -162,11 +174,7 @@ func newStoreDeleteCmd(env Env, f *serverFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			if _, err := cl.do(c.Context(), http.MethodDelete, "/v1/store/items", itemQuery(ns, args[1]), nil, nil); err != nil {
+			if _, err := f.call(c.Context(), http.MethodDelete, "/v1/store/items", itemQuery(ns, args[1]), nil, nil); err != nil {
 				return err
 			}
 			fmt.Fprintf(env.Stdout, "deleted %s %s\n", ns, args[1])
@@ -195,10 +203,6 @@ func newStoreLsCmd(env Env, f *serverFlags) *cobra.Command {
 					return err
 				}
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			if namespaces {
 				q := url.Values{}
 				if len(ns) > 0 {
@@ -208,7 +212,7 @@ func newStoreLsCmd(env Env, f *serverFlags) *cobra.Command {
 					q.Set("max_depth", strconv.Itoa(depth))
 				}
 				var out api.Namespaces
-				raw, err := cl.do(c.Context(), http.MethodGet, "/v1/store/namespaces", q, nil, &out)
+				raw, err := f.call(c.Context(), http.MethodGet, "/v1/store/namespaces", q, nil, &out)
 				if err != nil {
 					return err
 				}
@@ -224,22 +228,17 @@ func newStoreLsCmd(env Env, f *serverFlags) *cobra.Command {
 				return usageErr(c, fmt.Errorf("name the NAMESPACE to list (users/u-42), or list namespaces with --namespaces"))
 			}
 			req := api.SearchItemsRequest{NamespacePrefix: ns, Limit: limit, PageToken: pageToken}
+			var filterJSON []byte
 			if filter != "" {
 				raw, err := readJSONArg("filter", filter, env.Stdin)
 				if err != nil {
 					return usageErr(c, err)
 				}
-				if err := json.Unmarshal(raw, &req.Filter); err != nil {
-					return usageErr(c, fmt.Errorf("--filter must be a JSON object such as '{\"kind\": \"pref\"}'"))
-				}
+				filterJSON = raw
 			}
-			var page longterm.Page
-			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/store/items/search", nil, req, &page)
-			if err != nil {
+			page, err := searchItems(c, env, f, req, filterJSON)
+			if err != nil || page == nil {
 				return err
-			}
-			if f.json {
-				return writeRaw(env.Stdout, raw)
 			}
 			tw := newTable(env.Stdout)
 			fmt.Fprintln(tw, "NAMESPACE\tKEY\tUPDATED\tVALUE")
@@ -253,9 +252,7 @@ func newStoreLsCmd(env Env, f *serverFlags) *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if page.NextPageToken != "" {
-				fmt.Fprintf(env.Stderr, "more items: add --page-token %s\n", page.NextPageToken)
-			}
+			morePages(env, "items", page.NextPageToken)
 			return nil
 		},
 	}
@@ -282,22 +279,9 @@ func newStoreSearchCmd(env Env, f *serverFlags) *cobra.Command {
 				return err
 			}
 			req := api.SearchItemsRequest{NamespacePrefix: ns, Query: args[1], Limit: limit}
-			if filter != "" {
-				if err := json.Unmarshal([]byte(filter), &req.Filter); err != nil {
-					return usageErr(c, fmt.Errorf("--filter must be a JSON object such as '{\"kind\": \"pref\"}'"))
-				}
-			}
-			cl, err := f.client()
-			if err != nil {
+			page, err := searchItems(c, env, f, req, []byte(filter))
+			if err != nil || page == nil {
 				return err
-			}
-			var page longterm.Page
-			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/store/items/search", nil, req, &page)
-			if err != nil {
-				return err
-			}
-			if f.json {
-				return writeRaw(env.Stdout, raw)
 			}
 			for _, it := range page.Items {
 				printItem(env, it)

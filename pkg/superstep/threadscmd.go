@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -93,19 +92,8 @@ func newThreadsListCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "List threads, newest first",
 		Args:  noArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			q := url.Values{}
-			if limit > 0 {
-				q.Set("limit", strconv.Itoa(limit))
-			}
-			if pageToken != "" {
-				q.Set("page_token", pageToken)
-			}
 			var page api.ThreadList
-			raw, err := cl.do(c.Context(), http.MethodGet, "/v1/threads", q, nil, &page)
+			raw, err := f.call(c.Context(), http.MethodGet, "/v1/threads", listQuery(limit, "page_token", pageToken), nil, &page)
 			if err != nil {
 				return err
 			}
@@ -120,9 +108,7 @@ func newThreadsListCmd(env Env, f *serverFlags) *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if page.NextPageToken != "" {
-				fmt.Fprintf(env.Stderr, "more threads: add --page-token %s\n", page.NextPageToken)
-			}
+			morePages(env, "threads", page.NextPageToken)
 			return nil
 		},
 	}
@@ -152,12 +138,8 @@ the same metadata is harmless; with other metadata it is refused.`,
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			var t api.Thread
-			raw, err := cl.do(c.Context(), http.MethodPost, "/v1/threads", nil, api.CreateThreadRequest{ThreadID: id, Metadata: meta}, &t)
+			raw, err := f.call(c.Context(), http.MethodPost, "/v1/threads", nil, api.CreateThreadRequest{ThreadID: id, Metadata: meta}, &t)
 			if err != nil {
 				return err
 			}
@@ -257,16 +239,8 @@ not in it). A run and step of it name a point to fork from. With --json,
 each step with its state.`,
 		Args: exactArgs("THREAD_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			q := url.Values{}
-			if limit > 0 {
-				q.Set("limit", strconv.Itoa(limit))
-			}
 			var h api.ThreadHistory
-			raw, err := cl.do(c.Context(), http.MethodGet, threadPath(args[0], "history"), q, nil, &h)
+			raw, err := f.call(c.Context(), http.MethodGet, threadPath(args[0], "history"), listQuery(limit), nil, &h)
 			if err != nil {
 				return err
 			}
@@ -302,35 +276,13 @@ func newThreadsRunsCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "List a thread's runs, newest first",
 		Args:  exactArgs("THREAD_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			q := url.Values{}
-			if status != "" {
-				q.Set("status", status)
-			}
-			if pageToken != "" {
-				q.Set("page_token", pageToken)
-			}
-			if limit > 0 {
-				q.Set("limit", strconv.Itoa(limit))
-			}
+			q := listQuery(limit, "status", status, "page_token", pageToken)
 			var page api.RunList
-			raw, err := cl.do(c.Context(), http.MethodGet, threadPath(args[0], "runs"), q, nil, &page)
+			raw, err := f.call(c.Context(), http.MethodGet, threadPath(args[0], "runs"), q, nil, &page)
 			if err != nil {
 				return err
 			}
-			if f.json {
-				return writeRaw(env.Stdout, raw)
-			}
-			if err := writeRunTable(env.Stdout, page.Runs); err != nil {
-				return err
-			}
-			if page.NextPageToken != "" {
-				fmt.Fprintf(env.Stderr, "more runs: add --page-token %s\n", page.NextPageToken)
-			}
-			return nil
+			return writeRunPage(env, f, raw, page)
 		},
 	}
 	c.Flags().StringVar(&status, "status", "", "only runs with this status (pending, running, interrupted, drained, completed, failed, cancelled)")
@@ -360,16 +312,12 @@ thread continue from there; THREAD_ID is unchanged. Nothing is copied.`,
 			if err != nil {
 				return err
 			}
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
 			req := api.ForkRequest{RunID: run, ThreadID: id, Metadata: meta}
 			if c.Flags().Changed("step") {
 				req.Step = &step
 			}
 			var t api.Thread
-			raw, err := cl.do(c.Context(), http.MethodPost, threadPath(args[0], "fork"), nil, req, &t)
+			raw, err := f.call(c.Context(), http.MethodPost, threadPath(args[0], "fork"), nil, req, &t)
 			if err != nil {
 				return err
 			}
@@ -451,11 +399,7 @@ func newThreadsDeleteCmd(env Env, f *serverFlags) *cobra.Command {
 		Short: "Delete a thread (refused while a run holds it or waits for it)",
 		Args:  exactArgs("THREAD_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.client()
-			if err != nil {
-				return err
-			}
-			if _, err := cl.do(c.Context(), http.MethodDelete, threadPath(args[0]), nil, nil, nil); err != nil {
+			if _, err := f.call(c.Context(), http.MethodDelete, threadPath(args[0]), nil, nil, nil); err != nil {
 				return err
 			}
 			if !f.json {

@@ -5,26 +5,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // startDev serves dev in-process with token tok and returns its URL; the
 // server stops (SIGTERM) when the test ends.
 func startDev(t *testing.T, extra ...string) string {
 	t.Helper()
-	sigs := make(chan os.Signal, 2)
 	var out, errb syncBuffer
-	env := Env{
-		Stdin:   strings.NewReader(""),
-		Stdout:  &out,
-		Stderr:  &errb,
-		Getenv:  func(string) string { return "" },
-		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
-	}
+	env, sigs := serverEnv(&out, &errb)
 	code := make(chan int, 1)
 	args := append([]string{"dev", "--addr", "127.0.0.1:0", "--dir", t.TempDir(), "--token", "tok", "--grace", "2s"}, extra...)
 	go func() { code <- Run(context.Background(), env, args, testGraphs(env.Getenv)) }()
@@ -32,31 +22,9 @@ func startDev(t *testing.T, extra ...string) string {
 		if t.Failed() {
 			t.Logf("dev's log:\n%s", errb.String())
 		}
-		sigs <- syscall.SIGTERM
-		select {
-		case c := <-code:
-			if c != ExitOK {
-				t.Errorf("dev exited with %d:\n%s", c, errb.String())
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("dev did not stop:\n%s", errb.String())
-		}
+		stopServer(t, sigs, code, &errb)
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if u, ok := strings.CutPrefix(strings.TrimSpace(out.String()), "superstep dev: serving "); ok {
-			return u
-		}
-		select {
-		case c := <-code:
-			t.Fatalf("dev exited with %d:\n%s", c, errb.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev did not serve:\n%s", errb.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return waitServing(t, &out, &errb, code)
 }
 
 // threadShown is the --json output of threads show.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -50,10 +49,9 @@ func TestNodeLogsCarryTraceIDs(t *testing.T) {
 			execLog := filepath.Join(t.TempDir(), "exec.log")
 			vars := map[string]string{graphs.ExecLogEnv: execLog}
 			getenv := func(k string) string { return vars[k] }
-			sigs := make(chan os.Signal, 2)
 			var out, errb syncBuffer
-			env := Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: getenv,
-				Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} }}
+			env, sigs := serverEnv(&out, &errb)
+			env.Getenv = getenv
 			code := make(chan int, 1)
 			go func() { code <- Run(context.Background(), env, tc.args(t), testGraphs(getenv)) }()
 			url := waitServing(t, &out, &errb, code)

@@ -113,11 +113,14 @@ func (s *Server) Close() { s.srv.Close() }
 // Client returns a bedrockruntime client of the server: fixed test
 // credentials, region us-east-1, no SDK retries (the agent's retry
 // policy retries).
-func (s *Server) Client() *bedrockruntime.Client {
+func (s *Server) Client() *bedrockruntime.Client { return client(s.URL) }
+
+// client returns a bedrockruntime client of the fake server at url.
+func client(url string) *bedrockruntime.Client {
 	return bedrockruntime.New(bedrockruntime.Options{
 		Region:           "us-east-1",
 		Credentials:      credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		BaseEndpoint:     aws.String(s.URL),
+		BaseEndpoint:     aws.String(url),
 		RetryMaxAttempts: 1,
 	})
 }

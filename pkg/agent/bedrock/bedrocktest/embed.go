@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 )
 
@@ -50,14 +48,7 @@ func NewEmbed(fn func(text string, dims int) []float32) *EmbedServer {
 func (s *EmbedServer) Close() { s.srv.Close() }
 
 // Client returns a bedrockruntime client of the server (as Server.Client).
-func (s *EmbedServer) Client() *bedrockruntime.Client {
-	return bedrockruntime.New(bedrockruntime.Options{
-		Region:           "us-east-1",
-		Credentials:      credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		BaseEndpoint:     aws.String(s.URL),
-		RetryMaxAttempts: 1,
-	})
-}
+func (s *EmbedServer) Client() *bedrockruntime.Client { return client(s.URL) }
 
 // Requests returns the calls received so far.
 func (s *EmbedServer) Requests() []EmbedRequest {
