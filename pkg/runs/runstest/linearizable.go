@@ -57,6 +57,11 @@ type LinConfig struct {
 	// Settle is how long the runs may take to end after the clients
 	// stopped (default 30 s).
 	Settle time.Duration
+	// Parallel is how many threads' clients run at once (default 8):
+	// more, and the runs the embedded scheduler executes fall behind
+	// the clients, queues grow long, and runs are still unfinished when
+	// their facts are read (the model then cannot prune its state).
+	Parallel int
 }
 
 // CheckLinearizable runs the clients of Linearizable on the stores
@@ -77,15 +82,21 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 		created []string
 	)
 	prefix := uniq(t)
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 8
+	}
+	slots := make(chan struct{}, cfg.Parallel)
 	var wg sync.WaitGroup
 	for th := range cfg.Threads {
+		slots <- struct{}{}
+		var tw sync.WaitGroup
 		thread := fmt.Sprintf("%s-%d", prefix, th)
 		if _, _, err := e.svc.CreateThread(t.Context(), runs.CreateThreadRequest{ThreadID: thread}); err != nil {
 			t.Fatal(err)
 		}
 		for c := range cfg.Clients {
 			cl := &linClient{e: e, strict: cfg.Strict, thread: thread, rng: rand.New(rand.NewPCG(seed, uint64(th*cfg.Clients+c))), name: fmt.Sprintf("%d-%d", th, c)}
-			wg.Go(func() {
+			tw.Go(func() {
 				for i := range cfg.Ops {
 					in := cl.next(i)
 					call := time.Now().UnixNano()
@@ -104,6 +115,10 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 				mu.Unlock()
 			})
 		}
+		wg.Go(func() {
+			tw.Wait()
+			<-slots
+		})
 	}
 	wg.Wait()
 	if cfg.Settle == 0 {
