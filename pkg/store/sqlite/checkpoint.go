@@ -75,19 +75,6 @@ ON CONFLICT DO NOTHING`
 // maxStep is the highest step a key holds.
 const maxStep = 1<<32 - 1
 
-// stepMeta is the meta column of a step's row: the checkpoint but for its
-// Values. Schema version 1 had no Versions.
-type stepMeta struct {
-	Graph        string              `json:"graph"`
-	Next         []pregel.Trigger    `json:"next,omitempty"`
-	Barriers     map[string][]string `json:"barriers,omitempty"`
-	Tasks        []pregel.TaskStatus `json:"tasks,omitempty"`
-	Counters     pregel.Counters     `json:"counters"`
-	DrainRequest string              `json:"drain_request,omitempty"`
-	Stamp        *pregel.Stamp       `json:"stamp,omitempty"`
-	Versions     map[string]int      `json:"versions,omitempty"`
-}
-
 // Commit implements [pregel.Checkpointer]. It inserts the step's row, with
 // the values of the channels of cp.Changed, if the run's latest step is
 // cp.Step-1 (or, for step 0, if the run has no step): one statement, so one
@@ -116,13 +103,18 @@ func (s *Store) commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if err != nil {
 		return err
 	}
+	stampID, err := s.stampID(ctx, cp.Stamp)
+	if err != nil {
+		return err
+	}
 	metaBuf, changesBuf := getBuffer(), getBuffer()
 	defer putBuffer(metaBuf)
 	defer putBuffer(changesBuf)
-	meta, err := marshalTo(metaBuf, stepMeta{
-		Graph: cp.Graph, Next: cp.Next, Barriers: cp.Barriers, Tasks: cp.Tasks,
-		Counters: cp.Counters, DrainRequest: cp.DrainRequest, Versions: cp.Versions, Stamp: cp.Stamp,
-	})
+	tasks := getTasks()
+	defer putTasks(tasks)
+	m := newStepMeta(cp, stampID, *tasks)
+	*tasks = m.Tasks
+	meta, err := marshalTo(metaBuf, m)
 	if err != nil {
 		return err
 	}
@@ -253,6 +245,20 @@ func putBuffer(b *bytes.Buffer) {
 	buffers.Put(b)
 }
 
+// taskLists recycles the scratch space of newStepMeta.
+var taskLists = sync.Pool{New: func() any { return new([]storedTask) }}
+
+func getTasks() *[]storedTask { return taskLists.Get().(*[]storedTask) }
+
+func putTasks(t *[]storedTask) {
+	if cap(*t) > 1024 {
+		return
+	}
+	clear(*t)
+	*t = (*t)[:0]
+	taskLists.Put(t)
+}
+
 // marshalTo encodes v as JSON into buf, without escaping <, > and &, so
 // that the raw JSON values it holds come back byte for byte. It returns
 // the bytes of buf, which stay valid until buf is reused.
@@ -346,11 +352,16 @@ func (s *Store) load(ctx context.Context, runID string, step int) (*pregel.Check
 	if err := json.Unmarshal(data, &meta); err != nil {
 		return nil, fmt.Errorf("decode step: %w", err)
 	}
+	stamp, err := s.stamp(ctx, &meta)
+	if err != nil {
+		return nil, err
+	}
+	versions := meta.versions()
 	cp := &pregel.Checkpoint{
 		RunID: runID, Graph: meta.Graph, Step: step,
-		Values: make(map[string]json.RawMessage, len(meta.Versions)), Versions: meta.Versions,
-		Next: meta.Next, Barriers: meta.Barriers, Tasks: meta.Tasks,
-		Counters: meta.Counters, DrainRequest: meta.DrainRequest, Stamp: meta.Stamp,
+		Values: make(map[string]json.RawMessage, len(versions)), Versions: versions,
+		Next: meta.Next, Barriers: meta.Barriers, Tasks: meta.tasks(),
+		Counters: pregel.Counters(meta.Counters), DrainRequest: meta.DrainRequest, Stamp: stamp,
 	}
 	if cp.Versions == nil {
 		cp.Versions = make(map[string]int)
@@ -447,7 +458,7 @@ func (s *Store) history(ctx context.Context, runID string) ([]pregel.StepInfo, e
 		if step != len(out) {
 			return nil, fmt.Errorf("step %d stored after step %d", step, len(out)-1)
 		}
-		cp := pregel.Checkpoint{Step: step, Versions: meta.Versions, Next: meta.Next, Tasks: meta.Tasks}
+		cp := pregel.Checkpoint{Step: step, Versions: meta.versions(), Next: meta.Next, Tasks: meta.tasks()}
 		out = append(out, cp.Info())
 	}
 	if err := rows.Err(); err != nil {

@@ -178,7 +178,7 @@ func TestMigrationsOnEmptyFile(t *testing.T) {
 		}
 		tables = append(tables, name)
 	}
-	if want := []string{"longterm_items", "pending_tasks", "push_configs", "run_origins", "run_records", "runs", "schema_version", "steps", "threads"}; !slices.Equal(tables, want) {
+	if want := []string{"longterm_items", "pending_tasks", "push_configs", "run_origins", "run_records", "runs", "schema_version", "stamps", "steps", "threads"}; !slices.Equal(tables, want) {
 		t.Errorf("tables %v, want %v", tables, want)
 	}
 }

@@ -100,6 +100,9 @@ ALTER TABLE run_records ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
 `),
 		// Version 7: the long-term store's items (longterm.go).
 		script(migrateLongTerm),
+		// Version 8: graph version stamps stored once, which steps name
+		// by number (meta.go).
+		script(sqlStamps),
 	}
 }
 

@@ -107,6 +107,9 @@ type Store struct {
 	threads threadStatements
 	// push holds the statements of push configs (push.go).
 	push pushStatements
+	// stamps caches the graph version stamps of the stamps table
+	// (meta.go).
+	stamps stamps
 }
 
 // readStatements are the prepared statements of reads.
@@ -117,6 +120,7 @@ type readStatements struct {
 	history    *sql.Stmt
 	pending    *sql.Stmt
 	getRun     *sql.Stmt
+	stamp      *sql.Stmt
 }
 
 // Open opens the SQLite database at path, creating the file and its schema
@@ -188,6 +192,7 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.reads.history, sqlHistory},
 		{&s.reads.pending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? ORDER BY seq`},
 		{&s.reads.getRun, `SELECT record FROM run_records WHERE id = ?`},
+		{&s.reads.stamp, `SELECT stamp FROM stamps WHERE id = ?`},
 	})
 }
 
@@ -206,7 +211,7 @@ func (s *Store) close() error {
 		errs = append(errs, s.w.close())
 	}
 	r := &s.reads
-	for _, st := range append([]*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun}, append(s.threads.all(), s.push.all()...)...) {
+	for _, st := range append([]*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun, r.stamp}, append(s.threads.all(), s.push.all()...)...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -258,6 +263,8 @@ type writer struct {
 
 	newRun        *sql.Stmt
 	insertStep    *sql.Stmt
+	addStamp      *sql.Stmt
+	stampByJSON   *sql.Stmt
 	latest        *sql.Stmt
 	upsertPending *sql.Stmt
 	storedPending *sql.Stmt
@@ -288,6 +295,8 @@ func newWriter(ctx context.Context, db *sql.DB) (*writer, error) {
 		{&w.rollback, `ROLLBACK`},
 		{&w.newRun, sqlNewRun},
 		{&w.insertStep, sqlInsertStep},
+		{&w.addStamp, `INSERT INTO stamps (stamp) VALUES (?) ON CONFLICT (stamp) DO NOTHING`},
+		{&w.stampByJSON, `SELECT id FROM stamps WHERE stamp = ?`},
 		{&w.latest, sqlLatest},
 		// Insert the result, or replace a stored result that is not
 		// final.
@@ -471,7 +480,7 @@ func (w *writer) close() error {
 	}
 	w.closed = true
 	var errs []error
-	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.newRun, w.insertStep, w.latest, w.upsertPending, w.storedPending, w.createRun, w.updateRun, w.ltPut, w.ltDelete, w.ltPurge} {
+	for _, st := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.newRun, w.insertStep, w.addStamp, w.stampByJSON, w.latest, w.upsertPending, w.storedPending, w.createRun, w.updateRun, w.ltPut, w.ltDelete, w.ltPurge} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -295,8 +295,9 @@ func (s *Store) commitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 			return err
 		}
 		var baseOrigins map[string]int64
+		baseVersions := meta.versions()
 		for _, ch := range inherited {
-			v, ok := meta.Versions[ch]
+			v, ok := baseVersions[ch]
 			switch {
 			case !ok:
 				return fmt.Errorf("channel %q is inherited but base has no such channel", ch)
@@ -320,10 +321,11 @@ func (s *Store) commitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 	if err != nil {
 		return err
 	}
-	meta, err := json.Marshal(stepMeta{
-		Graph: cp.Graph, Next: cp.Next, Barriers: cp.Barriers, Tasks: cp.Tasks,
-		Counters: cp.Counters, DrainRequest: cp.DrainRequest, Versions: cp.Versions, Stamp: cp.Stamp,
-	})
+	stampID, err := s.stampID(ctx, cp.Stamp)
+	if err != nil {
+		return err
+	}
+	meta, err := json.Marshal(newStepMeta(cp, stampID, nil))
 	if err != nil {
 		return err
 	}
