@@ -143,11 +143,15 @@ type Filter struct {
 	Version string
 	// ContextID selects the runs of one conversation.
 	ContextID string
-	// Limit bounds the page (default 50, at most 500).
+	// Limit bounds the page (default 50, at most MaxPageSize).
 	Limit int
 	// PageToken continues a previous listing.
 	PageToken string
 }
+
+// MaxPageSize is the most runs or threads one page of a listing holds
+// (Filter.Limit, ThreadFilter.Limit).
+const MaxPageSize = 500
 
 // Page is one page of a listing, newest run first.
 type Page struct {

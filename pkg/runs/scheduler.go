@@ -105,7 +105,7 @@ type Scheduler struct {
 
 	// The event streams: scheduler_events.go.
 	events   EventLog
-	hub      watchHub
+	hub      WatchHub
 	batchers map[string]*eventBatcher // by run id, guarded by subMu
 	mode     EventsMode
 	leases   map[string]time.Time    // run -> events logged until, guarded by subMu
@@ -211,7 +211,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 
 	var pending []Run
 	for _, st := range []pregel.RunStatus{pregel.RunPending, pregel.RunRunning} {
-		f := Filter{Status: st, Limit: maxPageSize}
+		f := Filter{Status: st, Limit: MaxPageSize}
 		for {
 			page, err := s.runs.ListRuns(ctx, f)
 			if err != nil {
@@ -225,7 +225,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 	}
 	// Oldest first.
-	slices.SortStableFunc(pending, func(a, b Run) int { return compareKeys(keyOf(b), keyOf(a)) })
+	slices.SortStableFunc(pending, func(a, b Run) int { return CompareRuns(b, a) })
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -920,7 +920,7 @@ func (s *Scheduler) closeSubscriptions() {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	s.closed = true
-	s.hub.close()
+	s.hub.Close()
 	for id, subs := range s.subs {
 		for sub := range subs {
 			close(sub.ch)

@@ -223,7 +223,7 @@ func (s *Scheduler) watchedLocked(runID string) bool {
 	case EventsOff:
 		return false
 	}
-	if len(s.subs[runID]) > 0 || s.hub.watching(runID) {
+	if len(s.subs[runID]) > 0 || s.hub.Watching(runID) {
 		return true
 	}
 	until, ok := s.leases[runID]
@@ -350,7 +350,7 @@ func (s *Scheduler) logEvents(runID string, evs []pregel.Event) {
 		}
 		return
 	}
-	s.hub.deliver(runID, logged)
+	s.hub.Deliver(runID, logged)
 }
 
 // EventsSince reads the run's stream from the Scheduler's EventLog; see
@@ -365,18 +365,22 @@ func (s *Scheduler) EventsSince(ctx context.Context, runID string, after int64, 
 // the events it gets twice by their ids. When the Watch ends with
 // ErrWatchBehind, it reads the log again and watches anew.
 func (s *Scheduler) WatchEvents(runID string) *Watch {
-	w := s.hub.watch(runID)
-	s.subMu.Lock()
-	s.markWatchedLocked(runID)
-	s.subMu.Unlock()
-	stop := w.stop
-	w.stop = func() {
-		stop()
+	w := s.hub.Watch(runID, func() {
 		s.subMu.Lock()
 		s.leaseLocked(runID)
 		s.subMu.Unlock()
-	}
+	})
+	s.subMu.Lock()
+	s.markWatchedLocked(runID)
+	s.subMu.Unlock()
 	return w
 }
 
-var _ LiveEvents = (*Scheduler)(nil)
+// EventLog returns the log the Scheduler appends the runs' events to; see
+// [EventLogHolder].
+func (s *Scheduler) EventLog() EventLog { return s.events }
+
+var (
+	_ LiveEvents     = (*Scheduler)(nil)
+	_ EventLogHolder = (*Scheduler)(nil)
+)
