@@ -45,7 +45,7 @@ type EventPage struct {
 
 // EventLog keeps the streams of runs, for watchers that start late or
 // resume after a disconnect. Implementations must be safe for concurrent
-// use; one writer appends to a run's stream at a time (the Scheduler
+// use; one writer appends to a run's stream at a time (the embedded Scheduler
 // executing it). The package runstest holds a conformance suite
 // (runstest.RunEventLog).
 //
@@ -70,7 +70,7 @@ type EventReader interface {
 }
 
 // LiveEvents is an EventReader that also delivers events as they are
-// logged: the Scheduler. Streams of a bare EventReader poll it.
+// logged: the embedded Scheduler (package embedded). Streams of a bare EventReader poll it.
 type LiveEvents interface {
 	EventReader
 	// WatchEvents subscribes to the run's events logged from now on.
@@ -241,8 +241,8 @@ func (m *MemoryEventLog) EventsSince(ctx context.Context, runID string, after in
 }
 
 // Watch is a live subscription to a run's stream, from a [LiveEvents]
-// source's WatchEvents (the embedded Scheduler's), made by a [WatchHub]. Events arrive on C in id order, as they are
-// logged. C is closed when the watch ends: Stop was called, the watcher
+// source's WatchEvents (the embedded Scheduler's), made by a [WatchHub].
+// Events arrive on C in id order, as they are logged. C is closed when the watch ends: Stop was called, the watcher
 // fell too far behind, or the source shut down; Err then says which.
 type Watch struct {
 	// C delivers the run's events as they are logged.
