@@ -19,6 +19,7 @@ import (
 	"github.com/superstep/superstep/examples/triage"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -36,7 +37,7 @@ func TestTriageTakesPlainTextOverA2A(t *testing.T) {
 	}
 	log := slog.New(slog.DiscardHandler)
 	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := sched.Start(ctx); err != nil {
@@ -109,7 +110,7 @@ func TestAssistantConversationOverA2A(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Threads: store, Logger: log}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: log, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: log, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -47,7 +48,7 @@ func serve(t *testing.T) *server {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	log := slog.New(slog.DiscardHandler)
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Logger: log})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Logger: log})
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/dynamo"
@@ -118,7 +119,7 @@ type env struct {
 	url       string
 	streaming bool
 	svc       *runs.Service
-	sched     *runs.Scheduler
+	sched     *embedded.Scheduler
 	// grpcAddr is the gRPC binding's address (envConfig.grpc).
 	grpcAddr string
 }
@@ -172,12 +173,12 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		records, cps = db, db
 	}
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log}
-	schedCfg := runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log}
+	schedCfg := embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log}
 	if cfg.threads {
 		svc.Threads = records.(runs.ThreadStore)
 		schedCfg.OnStop, schedCfg.StartThreadRun = svc.RunStopped, svc.StartThreadRun
 	}
-	sched := runs.NewScheduler(schedCfg)
+	sched := embedded.NewScheduler(schedCfg)
 	svc.Dispatcher = sched
 	ctx, crash := context.WithCancel(context.Background())
 	if err := sched.Start(ctx); err != nil {

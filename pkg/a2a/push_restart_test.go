@@ -14,6 +14,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
 )
@@ -38,7 +39,7 @@ func startProcess(t *testing.T, path string, push a2a.PushOptions) *process {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: db, Checkpoints: db, Logger: log})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: db, Checkpoints: db, Logger: log})
 	schedCtx, crash := context.WithCancel(ctx)
 	if err := sched.Start(schedCtx); err != nil {
 		t.Fatal(err)

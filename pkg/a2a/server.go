@@ -68,7 +68,7 @@ type Option func(*Server)
 // progress and to notice at once when a run stops. The Server follows a
 // run's stream with a runs.Cursor, as the HTTP API's streams, the CLI and
 // the inspector do: live when src is runs.LiveEvents (the embedded
-// runs.Scheduler), polled every runs.DefaultCursorPoll otherwise (the
+// embedded.Scheduler), polled every runs.DefaultCursorPoll otherwise (the
 // DynamoDB table on the stream Lambda). Without it, or when a stream
 // cannot be read, the Server reads the run record at intervals instead.
 func WithEvents(src runs.EventReader) Option { return func(s *Server) { s.events = src } }

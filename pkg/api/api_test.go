@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -958,7 +959,7 @@ func newSchedulerEnv(t *testing.T) (*env, *holds) {
 		t.Fatal(err)
 	}
 	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t)})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t)})
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

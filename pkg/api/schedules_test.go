@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/schedule"
@@ -23,7 +24,7 @@ func newScheduleEnv(t *testing.T, opts ...envOption) (*env, *schedule.Runner) {
 	now := func() time.Time { return time.Date(2026, 1, 5, 8, 0, 0, 0, time.UTC) }
 	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Threads: store, Logger: testLogger(t)}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t), OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t), OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -39,7 +40,7 @@ type streamEnv struct {
 	t     testing.TB
 	srv   *httptest.Server
 	store *sqlite.Store
-	sched *runs.Scheduler
+	sched *embedded.Scheduler
 	svc   *runs.Service
 	// gate holds the "gated" graph's node until closed; emitted is closed
 	// when that node has emitted its event.
@@ -172,7 +173,7 @@ func newStreamEnvWith(t testing.TB, e *streamEnv, opts ...streamOption) *streamE
 	for _, o := range opts {
 		o(&cfg, st)
 	}
-	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Logger: streamLogger(t)})
+	e.sched = embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Logger: streamLogger(t)})
 	if err := e.sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -964,7 +965,7 @@ func TestStreamEndsAtShutdown(t *testing.T) {
 	}
 	select {
 	case msgs := <-done:
-		if end := endOf(t, msgs); end.Status != pregel.RunDrained || end.DrainReason != runs.ShutdownReason {
+		if end := endOf(t, msgs); end.Status != pregel.RunDrained || end.DrainReason != embedded.ShutdownReason {
 			t.Errorf("stream at shutdown ends with %+v; want drained by the shutdown", end)
 		}
 	case <-time.After(5 * time.Second):

@@ -9,6 +9,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -29,7 +30,7 @@ func newChatEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t)})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t)})
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestPlainTextOnAThread(t *testing.T) {
 	}
 	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Threads: store, Logger: testLogger(t)}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t), OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t), OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)

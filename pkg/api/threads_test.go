@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -22,7 +23,7 @@ func newThreadEnv(t *testing.T) *env {
 	}
 	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Threads: store, Logger: testLogger(t)}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t), OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: testLogger(t), OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/inspector"
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -56,7 +57,7 @@ func devServer(t *testing.T) (*httptest.Server, *runs.Service) {
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Threads: records, Logger: logger}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := sched.Start(ctx); err != nil {

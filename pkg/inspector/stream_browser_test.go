@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/inspector"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -73,7 +74,7 @@ func testFollowsStream(t *testing.T, tok string) {
 	}
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger})
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestChatStreamsText(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Threads: records, Logger: logger}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: logger, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)

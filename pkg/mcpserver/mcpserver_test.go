@@ -15,6 +15,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/mcpserver"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -83,7 +84,7 @@ func serve(t *testing.T, token string) string {
 	records := runs.NewMemoryStore()
 	cps := pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log, Threads: records}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Logger: log, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	ctx, stop := context.WithCancel(context.Background())
 	if err := sched.Start(ctx); err != nil {

@@ -86,7 +86,7 @@ func (c *Cursor) NextWithin(ctx context.Context, d time.Duration) (StreamEvent, 
 // Next returns the next event of the stream, waiting for it until ctx is
 // done (then ctx's error). When events were lost to the log's retention,
 // it returns an *EventsDroppedError once, and the events from the oldest
-// kept after it. When the live source shuts down (Scheduler.Shutdown), it
+// kept after it. When the live source shuts down (embedded.Scheduler.Shutdown), it
 // returns ErrWatchClosed once, and polls the log from then on.
 func (c *Cursor) Next(ctx context.Context) (StreamEvent, error) {
 	return c.next(ctx, nil)

@@ -45,7 +45,7 @@ type EventPage struct {
 
 // EventLog keeps the streams of runs, for watchers that start late or
 // resume after a disconnect. Implementations must be safe for concurrent
-// use; one writer appends to a run's stream at a time (the Scheduler
+// use; one writer appends to a run's stream at a time (the embedded Scheduler
 // executing it). The package runstest holds a conformance suite
 // (runstest.RunEventLog).
 //
@@ -70,7 +70,7 @@ type EventReader interface {
 }
 
 // LiveEvents is an EventReader that also delivers events as they are
-// logged: the Scheduler. Streams of a bare EventReader poll it.
+// logged: the embedded Scheduler (package embedded). Streams of a bare EventReader poll it.
 type LiveEvents interface {
 	EventReader
 	// WatchEvents subscribes to the run's events logged from now on.
@@ -240,9 +240,9 @@ func (m *MemoryEventLog) EventsSince(ctx context.Context, runID string, after in
 	return page, nil
 }
 
-// Watch is a live subscription to a run's stream, from
-// [Scheduler.WatchEvents]. Events arrive on C in id order, as they are
-// logged. C is closed when the watch ends: Stop was called, the watcher
+// Watch is a live subscription to a run's stream, from a [LiveEvents]
+// source's WatchEvents (the embedded Scheduler's), made by a [WatchHub].
+// Events arrive on C in id order, as they are logged. C is closed when the watch ends: Stop was called, the watcher
 // fell too far behind, or the source shut down; Err then says which.
 type Watch struct {
 	// C delivers the run's events as they are logged.
@@ -290,21 +290,32 @@ func (w *Watch) end(err error) {
 // falls further behind is dropped (ErrWatchBehind).
 const watchBuffer = 1024
 
-// watchHub fans logged events out to the Watches of each run.
-type watchHub struct {
+// WatchHub fans the events a LiveEvents source logs out to the Watches of
+// each run: the source calls Deliver with what it appended to its log, and
+// its WatchEvents returns Watch. The zero value is ready to use; it must
+// not be copied after first use. The embedded Scheduler (package
+// embedded) is built on one.
+type WatchHub struct {
 	mu      sync.Mutex
 	watches map[string]map[*Watch]struct{}
 	closed  bool
 }
 
-func (h *watchHub) watch(runID string) *Watch {
+// Watch returns a new Watch of the run's events delivered from now on.
+// onStop, if set, is called after each call of the Watch's Stop (not when
+// the hub ends the watch itself). After Close, the Watch is returned
+// ended with ErrWatchClosed.
+func (h *WatchHub) Watch(runID string, onStop func()) *Watch {
 	ch := make(chan StreamEvent, watchBuffer)
 	w := &Watch{C: ch, ch: ch}
 	w.stop = func() {
 		h.mu.Lock()
-		defer h.mu.Unlock()
 		h.removeLocked(runID, w)
 		w.end(ErrWatchStopped)
+		h.mu.Unlock()
+		if onStop != nil {
+			onStop()
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -322,23 +333,24 @@ func (h *watchHub) watch(runID string) *Watch {
 	return w
 }
 
-// watching reports whether runID has a Watch.
-func (h *watchHub) watching(runID string) bool {
+// Watching reports whether runID has a Watch.
+func (h *WatchHub) Watching(runID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.watches[runID]) > 0
 }
 
-func (h *watchHub) removeLocked(runID string, w *Watch) {
+func (h *WatchHub) removeLocked(runID string, w *Watch) {
 	delete(h.watches[runID], w)
 	if len(h.watches[runID]) == 0 {
 		delete(h.watches, runID)
 	}
 }
 
-// deliver sends evs to the run's watchers without blocking; a watcher
-// without room for all of them is dropped.
-func (h *watchHub) deliver(runID string, evs []StreamEvent) {
+// Deliver sends evs, just logged, to the run's watchers without blocking;
+// a watcher without room for all of them is dropped (its Watch ends with
+// ErrWatchBehind).
+func (h *WatchHub) Deliver(runID string, evs []StreamEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watches[runID] {
@@ -353,8 +365,8 @@ func (h *watchHub) deliver(runID string, evs []StreamEvent) {
 	}
 }
 
-// close ends every watch with ErrWatchClosed.
-func (h *watchHub) close() {
+// Close ends every watch with ErrWatchClosed; later Watches start ended.
+func (h *WatchHub) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true

@@ -15,11 +15,8 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 )
 
-// Page sizes of ListRuns.
-const (
-	defaultPageSize = 50
-	maxPageSize     = 500
-)
+// defaultPageSize is the size of a listing's page when Filter.Limit is 0.
+const defaultPageSize = 50
 
 // MemoryStore is a Store that keeps run records in memory. It suits tests
 // and `superstep run`; the zero value is not usable, call NewMemoryStore.
@@ -107,7 +104,7 @@ func (m *MemoryStore) ListRuns(ctx context.Context, f Filter) (Page, error) {
 	if limit <= 0 {
 		limit = defaultPageSize
 	}
-	limit = min(limit, maxPageSize)
+	limit = min(limit, MaxPageSize)
 	var after *listKey
 	if f.PageToken != "" {
 		k, err := decodePageToken(f.PageToken)
@@ -148,6 +145,11 @@ type listKey struct {
 }
 
 func keyOf(r Run) listKey { return listKey{r.CreatedAt.UnixNano(), r.ID} }
+
+// CompareRuns orders runs as a listing (ListRuns, ThreadRuns) does: newest
+// first (CreatedAt), then by id descending. It suits slices.SortFunc;
+// CompareRuns(b, a) sorts oldest first.
+func CompareRuns(a, b Run) int { return compareKeys(keyOf(a), keyOf(b)) }
 
 // compareKeys orders keys newest first, then by id descending.
 func compareKeys(a, b listKey) int {

@@ -98,7 +98,7 @@ func (m *MemoryStore) ListThreads(ctx context.Context, f ThreadFilter) (ThreadPa
 	if limit <= 0 {
 		limit = defaultPageSize
 	}
-	limit = min(limit, maxPageSize)
+	limit = min(limit, MaxPageSize)
 	var after *listKey
 	if f.PageToken != "" {
 		k, err := decodePageToken(f.PageToken)

@@ -12,8 +12,8 @@ import (
 // (DefaultStreamRetention unless configured: NewMemoryEventLog, the SQLite
 // store's SetEventRetention, dynamo.WithEventRetention). By age, events
 // logged longer ago than the maximum age are deleted: embedded, by the
-// Scheduler's sweep (SchedulerConfig.EventMaxAge) of a log that is an
-// EventExpirer; on DynamoDB, by the table's TTL (dynamo.WithEventMaxAge).
+// Scheduler's sweep (embedded.SchedulerConfig.EventMaxAge) of a log that
+// is an EventExpirer; on DynamoDB, by the table's TTL (dynamo.WithEventMaxAge).
 // `superstep dev` and the Lambda functions default to DefaultEventMaxAge.
 // A run's events also go with the run: deleting a run, or a thread with
 // its runs, deletes them, and so does the expiry of a finished run's
@@ -32,7 +32,8 @@ const DefaultEventMaxAge = 24 * time.Hour
 
 // EventExpirer is an EventLog whose events expire by age: ExpireEvents
 // deletes the events appended before before and returns how many it
-// deleted. The Scheduler calls it periodically (SchedulerConfig.EventMaxAge).
+// deleted. The embedded Scheduler calls it periodically
+// (embedded.SchedulerConfig.EventMaxAge).
 type EventExpirer interface {
 	ExpireEvents(ctx context.Context, before time.Time) (int, error)
 }
@@ -48,46 +49,4 @@ func CheckEventRetention(maxEvents int, maxAge time.Duration) error {
 		return fmt.Errorf("event max age %s is negative: want 0 (no limit by age) or a duration such as %s: %w", maxAge, DefaultEventMaxAge, ErrInvalid)
 	}
 	return nil
-}
-
-// sweepEvery is how often the Scheduler's sweep deletes expired events: a
-// tenth of the maximum age, between a second and a minute, so that events
-// outlive it by at most a tenth.
-func sweepEvery(maxAge time.Duration) time.Duration {
-	return min(max(maxAge/10, time.Second), time.Minute)
-}
-
-// sweepEvents deletes the log's expired events every sweepEvery(maxAge)
-// until ctx is done or stop is closed.
-func (s *Scheduler) sweepEvents(ctx context.Context, x EventExpirer, maxAge time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(sweepEvery(maxAge))
-	defer t.Stop()
-	for {
-		n, err := x.ExpireEvents(ctx, time.Now().Add(-maxAge))
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.log.Warn("delete expired run events", "error", err)
-		case n > 0:
-			s.log.Debug("deleted expired run events", "events", n, "max_age", maxAge)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-stop:
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// DeleteRun deletes the run's events from the Scheduler's log when that
-// log is not one of the stores a Service deletes runs from itself (a
-// MemoryEventLog beside a MemoryStore): Service.DeleteThread calls it
-// through its Dispatcher.
-func (s *Scheduler) DeleteRun(ctx context.Context, id string) error {
-	d, ok := s.events.(RunDeleter)
-	if !ok || any(s.events) == any(s.runs) || any(s.events) == any(s.checkpoints) {
-		return nil
-	}
-	return d.DeleteRun(ctx, id)
 }

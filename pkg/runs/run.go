@@ -2,7 +2,9 @@
 // input, counters, drain and cancel requests, history of events), the
 // rules of their lifecycle, and the Service that the HTTP API, the CLI and
 // the Lambdas share. Executing supersteps is left to a Dispatcher: the
-// embedded Scheduler in this package, or the serverless tick queue.
+// embedded Scheduler (package embedded), or the serverless tick queue
+// (package tick). Package runs holds the records, the rules and the
+// interfaces both runtimes share; it executes nothing itself.
 //
 // Threads (Thread, ThreadStore) are conversations: a run created on one
 // (Service.CreateOnThread) starts from the thread's latest committed state
@@ -10,7 +12,7 @@
 // run of a thread is active, by a conditional write of the thread's record;
 // a Strategy says what a run arriving on a busy thread does. An executor
 // calls Service.RunStopped when a run stops, which starts the next queued
-// run (SchedulerConfig.OnStop embedded, tick.Handler.Threads on Lambda);
+// run (embedded.SchedulerConfig.OnStop, tick.Handler.Threads on Lambda);
 // it is idempotent, so an executor may call it on every redelivery. A
 // Checkpointer that is also a Seeder stores a continuing run's step 0
 // without copying the state it inherits. Service.DeleteThread deletes a
@@ -143,11 +145,15 @@ type Filter struct {
 	Version string
 	// ContextID selects the runs of one conversation.
 	ContextID string
-	// Limit bounds the page (default 50, at most 500).
+	// Limit bounds the page (default 50, at most MaxPageSize).
 	Limit int
 	// PageToken continues a previous listing.
 	PageToken string
 }
+
+// MaxPageSize is the most runs or threads one page of a listing holds
+// (Filter.Limit, ThreadFilter.Limit).
+const MaxPageSize = 500
 
 // Page is one page of a listing, newest run first.
 type Page struct {

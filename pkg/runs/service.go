@@ -57,8 +57,9 @@ func (r *Registry) lookup(name string) (*pregel.Graph, error) {
 	return nil, fmt.Errorf("graph %q is not registered; graphs are %s: %w", name, strings.Join(r.names, ", "), ErrNotFound)
 }
 
-// Dispatcher makes runs progress. The embedded Scheduler runs them in
-// this process; the serverless one sends ticks to a queue.
+// Dispatcher makes runs progress. The embedded Scheduler (package
+// embedded) runs them in this process; the serverless one sends ticks to a
+// queue (package tick).
 type Dispatcher interface {
 	// Dispatch starts or continues a run whose record is pending.
 	Dispatch(ctx context.Context, r Run) error

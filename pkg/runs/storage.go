@@ -70,14 +70,23 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
+// EventLogHolder is a Dispatcher that logs its runs' events in an
+// EventLog (the embedded Scheduler): a Service measures a run's events
+// (RunStorage) in that log, and only once when it is also one of its
+// stores.
+type EventLogHolder interface {
+	// EventLog returns the log the runs' events are appended to.
+	EventLog() EventLog
+}
+
 // meters returns the distinct stores of s that measure storage: its
 // checkpointer, its run store and the Dispatcher's event log.
 func (s *Service) meters() []StorageMeter {
 	var out []StorageMeter
 	seen := map[any]bool{}
 	for _, x := range []any{s.Checkpoints, s.Runs, s.Dispatcher} {
-		if sch, ok := x.(*Scheduler); ok {
-			x = sch.events
+		if h, ok := x.(EventLogHolder); ok {
+			x = h.EventLog()
 		}
 		if m, ok := x.(StorageMeter); ok && !seen[x] {
 			seen[x] = true
@@ -132,7 +141,7 @@ func (s *Service) ThreadStorage(ctx context.Context, id string) (Storage, error)
 		return Storage{}, fmt.Errorf("measure thread %q: %w", id, err)
 	}
 	out := Storage{Measured: []string{StorageRecords}, RecordBytes: int64(len(rec)), TotalBytes: int64(len(rec))}
-	f := Filter{Limit: maxPageSize}
+	f := Filter{Limit: MaxPageSize}
 	for {
 		page, err := s.ThreadRuns(ctx, id, f)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/runs/runstest"
@@ -57,9 +58,9 @@ func TestThreadQueueSurvivesRestart(t *testing.T) {
 	}
 	store, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	log := slog.New(slog.DiscardHandler)
-	start := func() (*runs.Service, *runs.Scheduler, context.CancelFunc) {
+	start := func() (*runs.Service, *embedded.Scheduler, context.CancelFunc) {
 		svc := &runs.Service{Graphs: reg, Runs: store, Checkpoints: cps, Threads: store, Logger: log}
-		sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: log, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+		sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: store, Checkpoints: cps, Logger: log, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 		svc.Dispatcher = sched
 		ctx, cancel := context.WithCancel(context.Background())
 		if err := sched.Start(ctx); err != nil {

@@ -282,7 +282,7 @@ func (s *Service) runDeleters() ([]RunDeleter, error) {
 	}
 	var ds []RunDeleter
 	if ed, ok := s.Dispatcher.(RunDeleter); ok {
-		ds = append(ds, ed) // the events of a log apart from the stores (Scheduler.DeleteRun)
+		ds = append(ds, ed) // the events of a log apart from the stores (embedded.Scheduler.DeleteRun)
 	}
 	if any(rd) == any(cd) {
 		return append(ds, rd), nil
@@ -1173,7 +1173,7 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 // not started (its step 0 is not stored), as after a crash between its
 // claim and its start; a run still waiting in the queue is left alone.
 // Executors call it for thread runs they find without a step 0
-// (SchedulerConfig.StartThreadRun).
+// (embedded.SchedulerConfig.StartThreadRun).
 func (s *Service) StartThreadRun(ctx context.Context, r Run) error {
 	if r.ThreadID == "" || s.Threads == nil {
 		return nil

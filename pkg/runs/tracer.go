@@ -7,7 +7,7 @@ import (
 )
 
 // Tracer traces runs; pkg/tracing implements it with OpenTelemetry. A
-// Service and a Scheduler without one trace nothing.
+// Service and an embedded Scheduler without one trace nothing.
 type Tracer interface {
 	// StartRun starts the root span of a run about to be created, records
 	// its trace context in r.Trace, and returns the context to create the

@@ -18,6 +18,7 @@ import (
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/agent/memorytools"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/inspector"
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/mcpserver"
@@ -81,7 +82,7 @@ next start.`,
 			if _, err := a2a.ParseStrategy(f.strategy); err != nil {
 				return badInput(fmt.Errorf("--a2a-strategy %q: want reject, enqueue, interrupt, rollback or parallel", f.strategy))
 			}
-			if _, err := runs.ParseEventsMode(f.events); err != nil {
+			if _, err := embedded.ParseEventsMode(f.events); err != nil {
 				return badInput(fmt.Errorf("--events %q: want watched (the default: only watched runs' events are kept), on or off", f.events))
 			}
 			if f.eventsKept < 1 {
@@ -102,12 +103,12 @@ next start.`,
 	fl.StringVar(&f.token, "token", cmp.Or(env.getenv(TokenEnv), env.defaultToken()), "bearer token every request must present (env "+TokenEnv+"); empty: none")
 	fl.DurationVar(&f.grace, "grace", 10*time.Second, "on SIGINT/SIGTERM, wait this long for runs to drain before stopping them")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fl.IntVar(&f.concurrency, "concurrency", runs.DefaultConcurrency, "most runs executing at once")
+	fl.IntVar(&f.concurrency, "concurrency", embedded.DefaultConcurrency, "most runs executing at once")
 	fl.Int64Var(&f.maxBody, "max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted")
 	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
 	fl.BoolVar(&f.pushPrivate, "a2a-push-private", false, "let A2A push notifications go to loopback, private and link-local addresses (a receiver on this machine or network); off, they are refused at config time")
 	fl.StringVar(&f.grpcAddr, "a2a-grpc-addr", "", "`HOST:PORT` to serve the A2A gRPC binding on (port 0: any free port; the agent cards list it, each agent as a tenant); empty: no gRPC")
-	fl.StringVar(&f.events, "events", string(runs.EventsWatched), "which runs' events streams can replay: watched (while watched and "+runs.WatchLease.String()+" after; an unwatched run writes none), on (every run's) or off")
+	fl.StringVar(&f.events, "events", string(embedded.EventsWatched), "which runs' events streams can replay: watched (while watched and "+embedded.WatchLease.String()+" after; an unwatched run writes none), on (every run's) or off")
 	fl.IntVar(&f.eventsKept, "event-retention", runs.DefaultStreamRetention, "most events kept per run (the newest)")
 	fl.DurationVar(&f.eventMaxAge, "event-max-age", runs.DefaultEventMaxAge, "how long a run's events are kept (a sweep deletes older ones); 0: until the run is deleted")
 	af.register(c, env)
@@ -163,7 +164,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	// it through their context, memory tools their thread's scope.
 	lt := longterm.New(st.LongTerm(), env.s.longTerm...)
 	schedCtx = longterm.WithScope(longterm.WithStore(schedCtx, lt), memorytools.ThreadScope(records, svc.Threads))
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: runs.EventsMode(f.events), EventRetention: f.eventsKept, EventMaxAge: f.eventMaxAge, Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: st, Concurrency: f.concurrency, EventsMode: embedded.EventsMode(f.events), EventRetention: f.eventsKept, EventMaxAge: f.eventMaxAge, Logger: log, Tracer: runTracer, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
@@ -183,7 +184,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	// Every graph is also an A2A agent at /a2a/{graph} (pkg/a2a), streaming live events.
 	a2aEvents := []a2a.Option{a2a.WithEvents(sched)} // followed by runs.Cursor, as the API's streams
-	if f.events == string(runs.EventsOff) {
+	if f.events == string(embedded.EventsOff) {
 		a2aEvents = nil // nothing is logged: A2A follows the run records
 	}
 	// The A2A gRPC binding, when asked for, on a listener of its own.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/pkg/api"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/tracing"
@@ -43,7 +44,7 @@ func TestHTTPHandlerSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	records, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Tracer: r})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: records, Checkpoints: cps, Tracer: r})
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/superstep/superstep/pkg/agent"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -146,7 +147,7 @@ func service(t *testing.T, r recorder, kind string, graphs []*pregel.Graph) *run
 	return svc
 }
 
-func serviceAndScheduler(t *testing.T, r recorder, kind string, graphs []*pregel.Graph) (*runs.Service, *runs.Scheduler) {
+func serviceAndScheduler(t *testing.T, r recorder, kind string, graphs []*pregel.Graph) (*runs.Service, *embedded.Scheduler) {
 	t.Helper()
 	reg, err := runs.NewRegistry(graphs...)
 	if err != nil {
@@ -158,7 +159,7 @@ func serviceAndScheduler(t *testing.T, r recorder, kind string, graphs []*pregel
 	if ts, ok := st.runs.(runs.ThreadStore); ok {
 		svc.Threads = ts
 	}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st.runs, Checkpoints: st.cps, Tracer: tr, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st.runs, Checkpoints: st.cps, Tracer: tr, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)

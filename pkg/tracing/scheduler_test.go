@@ -10,6 +10,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/examples/triage"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -35,7 +36,7 @@ func TestSchedulerSQLiteTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Tracer: r})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: st, Tracer: r})
 	if err := sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

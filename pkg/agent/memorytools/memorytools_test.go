@@ -14,6 +14,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/agent/memorytools"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -69,7 +70,7 @@ type env struct {
 	lt    *longterm.Store
 	reg   *runs.Registry
 	svc   *runs.Service
-	sched *runs.Scheduler
+	sched *embedded.Scheduler
 	crash context.CancelFunc
 }
 
@@ -106,7 +107,7 @@ func newEnv(t *testing.T, backend func(longterm.Backend) longterm.Backend, keyle
 func (e *env) start() {
 	log := slog.New(slog.DiscardHandler)
 	e.svc = &runs.Service{Graphs: e.reg, Runs: e.store, Checkpoints: e.store, Threads: e.store, Logger: log}
-	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: e.reg, Runs: e.store, Checkpoints: e.store, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
+	e.sched = embedded.NewScheduler(embedded.SchedulerConfig{Graphs: e.reg, Runs: e.store, Checkpoints: e.store, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
 	e.svc.Dispatcher = e.sched
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = longterm.WithScope(longterm.WithStore(ctx, e.lt), memorytools.ThreadScope(e.store, e.store))

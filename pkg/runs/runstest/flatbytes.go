@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/agent"
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -45,7 +46,7 @@ type FlatStores struct {
 
 // FlatBytesPerTurn holds a conversation of turns turns with the prebuilt
 // agent (a scripted model answering ~2 KB per turn, streamed a word a
-// token event) on one thread, events logged by mode (runs.EventsOn: every
+// token event) on one thread, events logged by mode (embedded.EventsOn: every
 // run's, the most a run stores; EventsWatched: what `superstep dev`
 // stores of runs nobody watches), and checks
 // with margins that what the thread stores, all of it (checkpoints,
@@ -55,7 +56,7 @@ type FlatStores struct {
 // stores at most 2 KB per superstep plus the bytes of the values its
 // steps wrote, except under EventsOn, where each turn's token events
 // (one an answered word) are stored too. It logs the figures.
-func FlatBytesPerTurn(t *testing.T, turns int, mode runs.EventsMode, st FlatStores) {
+func FlatBytesPerTurn(t *testing.T, turns int, mode embedded.EventsMode, st FlatStores) {
 	t.Helper()
 	ctx := t.Context()
 	script := make([][]agent.Response, turns)
@@ -73,7 +74,7 @@ func FlatBytesPerTurn(t *testing.T, turns int, mode runs.EventsMode, st FlatStor
 	}
 	log := slog.New(slog.DiscardHandler)
 	svc := &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: st.Threads, Logger: log}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Events: st.Events, Logger: log,
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Events: st.Events, Logger: log,
 		EventsMode: mode, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(ctx); err != nil {
@@ -125,7 +126,7 @@ func FlatBytesPerTurn(t *testing.T, turns int, mode runs.EventsMode, st FlatStor
 			worst = perTurn[i] - limits[i]
 		}
 	}
-	if mode != runs.EventsOn {
+	if mode != embedded.EventsOn {
 		t.Logf("per turn: %d bytes stored for a limit of %d on average (2 KB a superstep + the values written); the most over it in one turn: %d", stored/int64(turns), limit/int64(turns), worst)
 		if stored > limit {
 			t.Errorf("the %d turns stored %d bytes; want at most 2 KB a superstep + the bytes of the values they wrote (%d); per turn: %v, limits %v", turns, stored, limit, perTurn, limits)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
@@ -278,7 +279,7 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 // tenv is a Service and Scheduler on a ThreadEnv, with the chat graph.
 type tenv struct {
 	svc   *runs.Service
-	sched *runs.Scheduler
+	sched *embedded.Scheduler
 	gate  chan struct{} // closing it lets "block" messages through
 	once  sync.Once
 	// inside counts the reply nodes executing, max the most at once.
@@ -330,7 +331,7 @@ func newThreadEnv(t *testing.T, newEnv func(t *testing.T) ThreadEnv) *tenv {
 	}
 	log := slog.New(slog.DiscardHandler)
 	e.svc = &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: st.Threads, Logger: log}
-	e.sched = runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Concurrency: 4, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
+	e.sched = embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Concurrency: 4, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
 	e.svc.Dispatcher = e.sched
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := e.sched.Start(ctx); err != nil {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
-	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/runs/runstest"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 )
@@ -99,5 +99,5 @@ func TestFlatBytesPerTurn(t *testing.T) {
 	}
 	t.Parallel()
 	s := newEnv(t).store()
-	runstest.FlatBytesPerTurn(t, runstest.FlatTurns(t), runs.EventsWatched, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
+	runstest.FlatBytesPerTurn(t, runstest.FlatTurns(t), embedded.EventsWatched, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
 }

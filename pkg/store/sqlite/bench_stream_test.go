@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/store/sqlite"
@@ -17,7 +18,7 @@ import (
 // schedEnv is a Service and a started Scheduler on one SQLite Store.
 type schedEnv struct {
 	store *sqlite.Store
-	sched *runs.Scheduler
+	sched *embedded.Scheduler
 	svc   *runs.Service
 }
 
@@ -33,7 +34,7 @@ func newSchedEnv(b *testing.B, g *pregel.Graph) *schedEnv {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: s, Checkpoints: s, Logger: log})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: s, Checkpoints: s, Logger: log})
 	if err := sched.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // an append deletes those beyond it. Column at is when the event was
 // appended (Unix milliseconds; 0 for rows of a store made before it was
 // added, ALTER TABLE'd on first use), for ExpireEvents, which the
-// Scheduler's sweep calls (runs.SchedulerConfig.EventMaxAge). The sweep
+// Scheduler's sweep calls (embedded.SchedulerConfig.EventMaxAge). The sweep
 // reads the whole table (no index on at: it would cost every append);
 // it runs at most once a minute.
 

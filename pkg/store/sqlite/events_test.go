@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/runs/runstest"
@@ -57,9 +58,9 @@ func TestEventExpiry(t *testing.T) {
 // nobody watches are not stored). With SUPERSTEP_FLAT_TURNS (100 for the
 // issue's figure), also with every run's events stored (EventsOn).
 func TestFlatBytesPerTurn(t *testing.T) {
-	modes := []runs.EventsMode{runs.EventsWatched}
+	modes := []embedded.EventsMode{embedded.EventsWatched}
 	if os.Getenv(runstest.FlatTurnsEnv) != "" {
-		modes = append(modes, runs.EventsOn)
+		modes = append(modes, embedded.EventsOn)
 	}
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {

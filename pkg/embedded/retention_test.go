@@ -1,4 +1,4 @@
-package runs_test
+package embedded_test
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
 // retentionEnv is a Scheduler logging every run's events (EventsOn) into
 // its own MemoryEventLog, with maxAge, and a Service with threads on it.
-func retentionEnv(t *testing.T, maxAge time.Duration) (*runs.Scheduler, *runs.Service) {
+func retentionEnv(t *testing.T, maxAge time.Duration) (*embedded.Scheduler, *runs.Service) {
 	t.Helper()
 	reg, err := runs.NewRegistry(emitGraph(t, "emit", 2, false))
 	if err != nil {
@@ -23,7 +24,7 @@ func retentionEnv(t *testing.T, maxAge time.Duration) (*runs.Scheduler, *runs.Se
 	log := slog.New(slog.DiscardHandler)
 	st, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: st, Checkpoints: cps, Threads: st, Logger: log}
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: cps, Logger: log, EventsMode: runs.EventsOn,
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: cps, Logger: log, EventsMode: embedded.EventsOn,
 		EventMaxAge: maxAge, OnStop: svc.RunStopped, StartThreadRun: svc.StartThreadRun})
 	svc.Dispatcher = sched
 	if err := sched.Start(t.Context()); err != nil {
@@ -43,7 +44,7 @@ func retentionEnv(t *testing.T, maxAge time.Duration) (*runs.Scheduler, *runs.Se
 // sweep deletes a run's events once they are older; a negative age is
 // refused at Start, saying what to fix.
 func TestSchedulerSweepsExpiredEvents(t *testing.T) {
-	bad := runs.NewScheduler(runs.SchedulerConfig{Graphs: &runs.Registry{}, Runs: runs.NewMemoryStore(), Checkpoints: pregel.NewMemoryStore(), EventMaxAge: -time.Second})
+	bad := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: &runs.Registry{}, Runs: runs.NewMemoryStore(), Checkpoints: pregel.NewMemoryStore(), EventMaxAge: -time.Second})
 	if err := bad.Start(t.Context()); !errors.Is(err, runs.ErrInvalid) {
 		t.Errorf("Start with EventMaxAge -1s = %v; want an error wrapping ErrInvalid", err)
 	}

@@ -1,4 +1,4 @@
-package runs
+package embedded
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // DefaultConcurrency is the number of runs a Scheduler executes at once
@@ -26,8 +27,8 @@ const ShutdownReason = "shutdown"
 // SchedulerConfig configures a Scheduler. Graphs, Runs and Checkpoints are
 // required.
 type SchedulerConfig struct {
-	Graphs      *Registry
-	Runs        Store
+	Graphs      *runs.Registry
+	Runs        runs.Store
 	Checkpoints pregel.Checkpointer
 	// Concurrency is the most runs executing at once (default
 	// DefaultConcurrency); the others wait in a queue.
@@ -36,20 +37,20 @@ type SchedulerConfig struct {
 	// slog.Default()).
 	Logger *slog.Logger
 	// Events keeps the runs' event streams (see WatchEvents). Default:
-	// Runs, if it is an EventLog too, else a MemoryEventLog.
-	Events EventLog
+	// Runs, if it is a runs.EventLog too, else a runs.MemoryEventLog.
+	Events runs.EventLog
 	// OnStop, if set, is called with a run's record when the run stops
 	// executing (completed, failed, cancelled, drained or interrupted),
-	// after the record is stored; Service.RunStopped passes a thread on
+	// after the record is stored; runs.Service.RunStopped passes a thread on
 	// to its next run this way.
-	OnStop func(ctx context.Context, r Run) error
+	OnStop func(ctx context.Context, r runs.Run) error
 	// StartThreadRun, if set, is called instead of executing a run of a
 	// thread that has no step 0 yet: such a run waits in its thread's
-	// queue, and its thread starts it (Service.StartThreadRun). Without
+	// queue, and its thread starts it (runs.Service.StartThreadRun). Without
 	// it, such a run is left pending.
-	StartThreadRun func(ctx context.Context, r Run) error
+	StartThreadRun func(ctx context.Context, r runs.Run) error
 	// Tracer, when set, traces each execution of a run.
-	Tracer Tracer
+	Tracer runs.Tracer
 	// EventsMode says which runs' events are logged (default
 	// EventsWatched: see scheduler_events.go).
 	EventsMode EventsMode
@@ -80,14 +81,14 @@ type SchedulerConfig struct {
 // reused rather than computed again. A Scheduler assumes it is the only one
 // executing the runs of its stores.
 type Scheduler struct {
-	graphs      *Registry
-	runs        Store
+	graphs      *runs.Registry
+	runs        runs.Store
 	checkpoints pregel.Checkpointer
 	concurrency int
 	log         *slog.Logger
-	onStop      func(ctx context.Context, r Run) error
-	startThread func(ctx context.Context, r Run) error
-	tracer      Tracer
+	onStop      func(ctx context.Context, r runs.Run) error
+	startThread func(ctx context.Context, r runs.Run) error
+	tracer      runs.Tracer
 
 	mu     sync.Mutex
 	state  schedState
@@ -104,8 +105,8 @@ type Scheduler struct {
 	closed bool // Shutdown closed every subscription
 
 	// The event streams: scheduler_events.go.
-	events   EventLog
-	hub      watchHub
+	events   runs.EventLog
+	hub      runs.WatchHub
 	batchers map[string]*eventBatcher // by run id, guarded by subMu
 	mode     EventsMode
 	leases   map[string]time.Time    // run -> events logged until, guarded by subMu
@@ -144,7 +145,7 @@ type execution struct {
 	stamp *pregel.Stamp
 }
 
-var _ Dispatcher = (*Scheduler)(nil)
+var _ runs.Dispatcher = (*Scheduler)(nil)
 
 // NewScheduler returns a Scheduler; call Start to make it execute runs.
 func NewScheduler(cfg SchedulerConfig) *Scheduler {
@@ -171,10 +172,10 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 		s.mode = EventsWatched
 	}
 	if s.events == nil {
-		if l, ok := cfg.Runs.(EventLog); ok {
+		if l, ok := cfg.Runs.(runs.EventLog); ok {
 			s.events = l
 		} else {
-			s.events = NewMemoryEventLog(cfg.EventRetention, 0)
+			s.events = runs.NewMemoryEventLog(cfg.EventRetention, 0)
 		}
 	}
 	if s.concurrency <= 0 {
@@ -197,25 +198,25 @@ func NewScheduler(cfg SchedulerConfig) *Scheduler {
 // Use Shutdown for an orderly stop.
 func (s *Scheduler) Start(ctx context.Context) error {
 	if s.graphs == nil || s.runs == nil || s.checkpoints == nil {
-		return errors.New("runs: scheduler needs Graphs, Runs and Checkpoints")
+		return errors.New("embedded: scheduler needs Graphs, Runs and Checkpoints")
 	}
 	if s.maxAge < 0 {
-		return fmt.Errorf("runs: scheduler EventMaxAge %s is negative: want 0 (no limit by age) or more: %w", s.maxAge, ErrInvalid)
+		return fmt.Errorf("embedded: scheduler EventMaxAge %s is negative: want 0 (no limit by age) or more: %w", s.maxAge, runs.ErrInvalid)
 	}
 	s.mu.Lock()
 	if s.state != stateNew {
 		s.mu.Unlock()
-		return errors.New("runs: scheduler already started or shut down; make a new one")
+		return errors.New("embedded: scheduler already started or shut down; make a new one")
 	}
 	s.mu.Unlock()
 
-	var pending []Run
+	var pending []runs.Run
 	for _, st := range []pregel.RunStatus{pregel.RunPending, pregel.RunRunning} {
-		f := Filter{Status: st, Limit: maxPageSize}
+		f := runs.Filter{Status: st, Limit: runs.MaxPageSize}
 		for {
 			page, err := s.runs.ListRuns(ctx, f)
 			if err != nil {
-				return fmt.Errorf("runs: recover %s runs: %w", st, err)
+				return fmt.Errorf("embedded: recover %s runs: %w", st, err)
 			}
 			pending = append(pending, page.Runs...)
 			if page.NextPageToken == "" {
@@ -225,12 +226,12 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		}
 	}
 	// Oldest first.
-	slices.SortStableFunc(pending, func(a, b Run) int { return compareKeys(keyOf(b), keyOf(a)) })
+	slices.SortStableFunc(pending, func(a, b runs.Run) int { return runs.CompareRuns(b, a) })
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state != stateNew {
-		return errors.New("runs: scheduler already started or shut down; make a new one")
+		return errors.New("embedded: scheduler already started or shut down; make a new one")
 	}
 	s.base, s.state = ctx, stateRunning
 	for _, r := range pending {
@@ -240,7 +241,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 		s.log.InfoContext(ctx, "continuing runs left pending or running", "runs", len(pending))
 	}
 	s.stopFn = context.AfterFunc(ctx, s.crash)
-	if x, ok := s.events.(EventExpirer); ok && s.maxAge > 0 {
+	if x, ok := s.events.(runs.EventExpirer); ok && s.maxAge > 0 {
 		stop, swept := make(chan struct{}), make(chan struct{})
 		s.sweeping, s.swept = stop, swept
 		go func() {
@@ -268,9 +269,9 @@ func (s *Scheduler) crash() {
 // resume arriving as it stops is not lost. After Shutdown, Dispatch
 // accepts the run without executing it: its record stays pending, and the
 // next Start continues it.
-func (s *Scheduler) Dispatch(ctx context.Context, r Run) error {
+func (s *Scheduler) Dispatch(ctx context.Context, r runs.Run) error {
 	if r.ID == "" {
-		return fmt.Errorf("dispatch a run with no id: %w", ErrInvalid)
+		return fmt.Errorf("dispatch a run with no id: %w", runs.ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -360,7 +361,7 @@ func (s *Scheduler) WaitIdle(ctx context.Context) error {
 // once; a queued run whose cancel was requested is marked cancelled
 // without running. A run not yet executing needs nothing more: it reads
 // the requests from its record when it starts.
-func (s *Scheduler) Signal(ctx context.Context, r Run) {
+func (s *Scheduler) Signal(ctx context.Context, r runs.Run) {
 	if !r.CancelRequested && !r.DrainRequested {
 		return
 	}
@@ -384,7 +385,7 @@ func (s *Scheduler) Signal(ctx context.Context, r Run) {
 
 // cancelQueued marks a run that never started cancelled.
 func (s *Scheduler) cancelQueued(ctx context.Context, id string) {
-	r, err := Mutate(ctx, s.runs, id, func(r *Run) error {
+	r, err := runs.Mutate(ctx, s.runs, id, func(r *runs.Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return errSkipRun
 		}
@@ -400,7 +401,7 @@ func (s *Scheduler) cancelQueued(ctx context.Context, id string) {
 	case err != nil:
 		// Let the run's execution carry the cancel out.
 		s.log.WarnContext(ctx, "cancel queued run; it will be cancelled when it starts", "run_id", id, "error", err)
-		_ = s.Dispatch(ctx, Run{ID: id})
+		_ = s.Dispatch(ctx, runs.Run{ID: id})
 	default:
 		s.publish(pregel.Event{Type: pregel.EventRunFinished, RunID: id, Graph: r.Graph, Step: r.Step, Time: time.Now(), RunStatus: pregel.RunCancelled, History: r.HistoryLen()})
 		s.stopped(ctx, r)
@@ -408,7 +409,7 @@ func (s *Scheduler) cancelQueued(ctx context.Context, id string) {
 }
 
 // stopped calls OnStop for a run that stopped.
-func (s *Scheduler) stopped(ctx context.Context, r Run) {
+func (s *Scheduler) stopped(ctx context.Context, r runs.Run) {
 	if s.onStop == nil {
 		return
 	}
@@ -461,7 +462,7 @@ func (s *Scheduler) Shutdown(ctx context.Context, grace time.Duration) error {
 		// Runs still stopping past ctx: the streams that follow them end
 		// all the same, so their clients reconnect to the next server.
 		s.closeSubscriptions()
-		return fmt.Errorf("runs: shutdown: %w", ctx.Err())
+		return fmt.Errorf("embedded: shutdown: %w", ctx.Err())
 	case <-timer.C:
 		s.mu.Lock()
 		for _, ex := range s.active {
@@ -477,7 +478,7 @@ func (s *Scheduler) Shutdown(ctx context.Context, grace time.Duration) error {
 		case <-done:
 		case <-ctx.Done():
 			s.closeSubscriptions()
-			return fmt.Errorf("runs: shutdown: %w", ctx.Err())
+			return fmt.Errorf("embedded: shutdown: %w", ctx.Err())
 		}
 	}
 	s.mu.Lock()
@@ -498,7 +499,7 @@ func (s *Scheduler) Shutdown(ctx context.Context, grace time.Duration) error {
 
 // recordShutdownDrain records Shutdown's drain request on a run.
 func (s *Scheduler) recordShutdownDrain(ctx context.Context, id string) {
-	_, err := Mutate(ctx, s.runs, id, func(r *Run) error {
+	_, err := runs.Mutate(ctx, s.runs, id, func(r *runs.Run) error {
 		if r.DrainRequested || r.CancelRequested || (r.Status != pregel.RunPending && r.Status != pregel.RunRunning) {
 			return errSkipRun
 		}
@@ -522,7 +523,7 @@ func (s *Scheduler) execute(ex *execution) {
 	log := s.log.With("run_id", ex.id)
 	defer s.stopEvents(s.startEvents(ex.id))
 	var graph *pregel.Graph
-	r, err := Mutate(s.base, s.runs, ex.id, func(r *Run) error {
+	r, err := runs.Mutate(s.base, s.runs, ex.id, func(r *runs.Run) error {
 		if r.Status != pregel.RunPending && r.Status != pregel.RunRunning {
 			return errSkipRun
 		}
@@ -599,8 +600,8 @@ func (s *Scheduler) execute(ex *execution) {
 		// (pregel.Graph.Adopt) before anything runs.
 		st := graph.Stamp()
 		opts = append(opts, pregel.WithPrior(*r.GraphVersion, func(applied []string) {
-			s.update(ex.id, func(r *Run) {
-				r.Events = append(r.Events, Event{At: time.Now().UTC(), Type: EventAdopted, Status: r.Status, Step: r.Step,
+			s.update(ex.id, func(r *runs.Run) {
+				r.Events = append(r.Events, runs.Event{At: time.Now().UTC(), Type: runs.EventAdopted, Status: r.Status, Step: r.Step,
 					Detail: fmt.Sprintf("from version %s to %s: %s", r.GraphVersion.Label(), st.Label(), strings.Join(applied, "; "))})
 			})
 		}))
@@ -626,7 +627,7 @@ func (s *Scheduler) execute(ex *execution) {
 // resumeOptions passes a run's resume request to the engine. The values
 // are JSON already: json.RawMessage keeps WithResume from encoding them
 // again.
-func resumeOptions(rr *ResumeRequest) []pregel.RunOption {
+func resumeOptions(rr *runs.ResumeRequest) []pregel.RunOption {
 	if rr == nil {
 		return nil
 	}
@@ -650,14 +651,14 @@ const progressEvery = 100 * time.Millisecond
 
 // observer keeps the record's progress up to date and forwards events to
 // subscribers. It holds back run_finished until the record is final.
-func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
+func (s *Scheduler) observer(ex *execution, r runs.Run) pregel.Observer {
 	return func(ev pregel.Event) {
 		switch ev.Type {
 		case pregel.EventRunStarted:
 			ex.started = true
 			if r.Resume != nil || len(r.Interrupts) > 0 {
 				// The engine has recorded the resume values.
-				s.update(ex.id, func(r *Run) { r.Resume, r.Interrupts = nil, nil })
+				s.update(ex.id, func(r *runs.Run) { r.Resume, r.Interrupts = nil, nil })
 			}
 		case pregel.EventStepFinished:
 			// The record shows progress at most every progressEvery (the
@@ -673,7 +674,7 @@ func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
 				s.logStoreError("load checkpoint for run progress", ex.id, err)
 				break
 			}
-			s.update(ex.id, func(r *Run) {
+			s.update(ex.id, func(r *runs.Run) {
 				if cp.Step >= r.Step {
 					r.Step, r.Counters = cp.Step, cp.Counters
 				}
@@ -691,8 +692,8 @@ func (s *Scheduler) observer(ex *execution, r Run) pregel.Observer {
 }
 
 // update applies fn to a run's record, logging failures.
-func (s *Scheduler) update(id string, fn func(*Run)) {
-	_, err := Mutate(s.base, s.runs, id, func(r *Run) error {
+func (s *Scheduler) update(id string, fn func(*runs.Run)) {
+	_, err := runs.Mutate(s.base, s.runs, id, func(r *runs.Run) error {
 		fn(r)
 		return nil
 	})
@@ -723,7 +724,7 @@ type outcome struct {
 }
 
 // settle records where the run stopped and publishes run_finished.
-func (s *Scheduler) settle(ex *execution, r Run, res *pregel.Result, err error) {
+func (s *Scheduler) settle(ex *execution, r runs.Run, res *pregel.Result, err error) {
 	log := s.log.With("run_id", r.ID)
 	if s.base.Err() != nil {
 		// Stopped as by a crash: leave the record for the next Start.
@@ -764,7 +765,7 @@ func (s *Scheduler) settle(ex *execution, r Run, res *pregel.Result, err error) 
 		o.err, o.failedNode = s.publicError(log, err)
 	}
 
-	final, uerr := Mutate(s.base, s.runs, r.ID, func(rec *Run) error {
+	final, uerr := runs.Mutate(s.base, s.runs, r.ID, func(rec *runs.Run) error {
 		if rec.Status != pregel.RunPending && rec.Status != pregel.RunRunning {
 			return fmt.Errorf("record is %s: %w", rec.Status, errSkipRun)
 		}
@@ -920,7 +921,7 @@ func (s *Scheduler) closeSubscriptions() {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	s.closed = true
-	s.hub.close()
+	s.hub.Close()
 	for id, subs := range s.subs {
 		for sub := range subs {
 			close(sub.ch)

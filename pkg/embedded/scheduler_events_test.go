@@ -1,4 +1,4 @@
-package runs_test
+package embedded_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package runs_test
+package embedded_test
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
 // modeEnv is a started Scheduler with the given EventsMode on memory
 // stores, and a Service on it.
-func modeEnv(t *testing.T, mode runs.EventsMode, graphs ...*pregel.Graph) (*runs.Scheduler, *runs.Service) {
+func modeEnv(t *testing.T, mode embedded.EventsMode, graphs ...*pregel.Graph) (*embedded.Scheduler, *runs.Service) {
 	t.Helper()
 	reg, err := runs.NewRegistry(graphs...)
 	if err != nil {
@@ -20,7 +21,7 @@ func modeEnv(t *testing.T, mode runs.EventsMode, graphs ...*pregel.Graph) (*runs
 	}
 	log := slog.New(slog.DiscardHandler)
 	st, cps := runs.NewMemoryStore(), pregel.NewMemoryStore()
-	sched := runs.NewScheduler(runs.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: cps, Logger: log, EventsMode: mode})
+	sched := embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st, Checkpoints: cps, Logger: log, EventsMode: mode})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
@@ -54,7 +55,7 @@ func waitStatus(t *testing.T, svc *runs.Service, id string, want pregel.RunStatu
 // whole stream under EventsOn; under EventsWatched, a watcher that comes
 // just after the run ended still gets its whole stream.
 func TestSchedulerEventsModes(t *testing.T) {
-	for _, tt := range []struct{ mode runs.EventsMode }{{""}, {runs.EventsWatched}, {runs.EventsOff}, {runs.EventsOn}} {
+	for _, tt := range []struct{ mode embedded.EventsMode }{{""}, {embedded.EventsWatched}, {embedded.EventsOff}, {embedded.EventsOn}} {
 		t.Run(string(tt.mode), func(t *testing.T) {
 			sched, svc := modeEnv(t, tt.mode, emitGraph(t, "emit", 0, false))
 			if _, _, err := svc.Create(t.Context(), "emit", runs.CreateRequest{RunID: "r"}); err != nil {
@@ -65,11 +66,11 @@ func TestSchedulerEventsModes(t *testing.T) {
 				t.Fatal(err)
 			}
 			evs := allEvents(t, sched, "r")
-			if tt.mode != runs.EventsOn {
+			if tt.mode != embedded.EventsOn {
 				if len(evs) != 0 {
 					t.Fatalf("an unwatched run logged %v; want nothing", types(evs))
 				}
-				if tt.mode == runs.EventsOff {
+				if tt.mode == embedded.EventsOff {
 					return
 				}
 				// A watcher within RecentWindow gets the execution's events.
@@ -108,7 +109,7 @@ func TestSchedulerLateWatcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, svc := modeEnv(t, runs.EventsWatched, graph)
+	sched, svc := modeEnv(t, embedded.EventsWatched, graph)
 	if _, _, err := svc.Create(t.Context(), "slow", runs.CreateRequest{RunID: "r"}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package runs
+package embedded
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // The Scheduler's event stream: every event of a run it executes (the
@@ -61,7 +62,7 @@ func ParseEventsMode(s string) (EventsMode, error) {
 	case EventsWatched, EventsOn, EventsOff:
 		return m, nil
 	}
-	return "", fmt.Errorf("events mode %q: want %s, %s or %s: %w", s, EventsWatched, EventsOn, EventsOff, ErrInvalid)
+	return "", fmt.Errorf("events mode %q: want %s, %s or %s: %w", s, EventsWatched, EventsOn, EventsOff, runs.ErrInvalid)
 }
 
 // WatchLease is how long a run's events are still logged after its last
@@ -223,7 +224,7 @@ func (s *Scheduler) watchedLocked(runID string) bool {
 	case EventsOff:
 		return false
 	}
-	if len(s.subs[runID]) > 0 || s.hub.watching(runID) {
+	if len(s.subs[runID]) > 0 || s.hub.Watching(runID) {
 		return true
 	}
 	until, ok := s.leases[runID]
@@ -350,33 +351,37 @@ func (s *Scheduler) logEvents(runID string, evs []pregel.Event) {
 		}
 		return
 	}
-	s.hub.deliver(runID, logged)
+	s.hub.Deliver(runID, logged)
 }
 
 // EventsSince reads the run's stream from the Scheduler's EventLog; see
-// [EventReader].
-func (s *Scheduler) EventsSince(ctx context.Context, runID string, after int64, limit int) (EventPage, error) {
+// [runs.EventReader].
+func (s *Scheduler) EventsSince(ctx context.Context, runID string, after int64, limit int) (runs.EventPage, error) {
 	return s.events.EventsSince(ctx, runID, after, limit)
 }
 
 // WatchEvents subscribes to the run's events as the Scheduler logs them;
-// see [LiveEvents]. A watcher reads the log after the last event it has
+// see [runs.LiveEvents]. A watcher reads the log after the last event it has
 // (EventsSince) once it is watching, so that it misses none, and skips
 // the events it gets twice by their ids. When the Watch ends with
 // ErrWatchBehind, it reads the log again and watches anew.
-func (s *Scheduler) WatchEvents(runID string) *Watch {
-	w := s.hub.watch(runID)
-	s.subMu.Lock()
-	s.markWatchedLocked(runID)
-	s.subMu.Unlock()
-	stop := w.stop
-	w.stop = func() {
-		stop()
+func (s *Scheduler) WatchEvents(runID string) *runs.Watch {
+	w := s.hub.Watch(runID, func() {
 		s.subMu.Lock()
 		s.leaseLocked(runID)
 		s.subMu.Unlock()
-	}
+	})
+	s.subMu.Lock()
+	s.markWatchedLocked(runID)
+	s.subMu.Unlock()
 	return w
 }
 
-var _ LiveEvents = (*Scheduler)(nil)
+// EventLog returns the log the Scheduler appends the runs' events to; see
+// [runs.EventLogHolder].
+func (s *Scheduler) EventLog() runs.EventLog { return s.events }
+
+var (
+	_ runs.LiveEvents     = (*Scheduler)(nil)
+	_ runs.EventLogHolder = (*Scheduler)(nil)
+)
