@@ -502,9 +502,6 @@ func planCommit(cp *pregel.Checkpoint, commit string, prev *stepEntry) (*commitP
 	vals, size := placeValues(plan, commit, fixed, len(manJSON), stored)
 	carryHeld(man, vals, held, cp.Step, size)
 
-	if manJSON, err = marshal(man); err != nil {
-		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
-	}
 	manDoc, base, err := manifestDoc(cp.RunID, cp.Step, man, prevBase)
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: commit step %d of run %q: encode manifest: %w", cp.Step, cp.RunID, err)
