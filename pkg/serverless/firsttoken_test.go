@@ -14,6 +14,7 @@ import (
 	"github.com/superstep/superstep/pkg/agent/bedrock"
 	"github.com/superstep/superstep/pkg/agent/bedrock/bedrocktest"
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/serverless"
 )
 
 // TestFirstTokenThroughFunctionURL: an agent's answer reaches a client of
@@ -41,7 +42,10 @@ func TestFirstTokenThroughFunctionURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newStack(t, stackOptions{streaming: true, graphs: []*pregel.Graph{g}})
+	// Every run's events are kept (RUN_EVENTS=on): in the default mode
+	// (watched) the create must mark the run watched before its model
+	// node starts, which this test does not measure.
+	s := newStack(t, stackOptions{streaming: true, graphs: []*pregel.Graph{g}, config: func(c *serverless.Config) { c.Events = serverless.EventsOn }})
 	body, _ := json.Marshal(map[string]any{"run_id": "ttft-1", "input": "Say six words.", "stream": true, "stream_mode": "messages"})
 	req, err := http.NewRequestWithContext(t.Context(), "POST", s.url+"/v1/graphs/ttft-agent/runs", bytes.NewReader(body))
 	if err != nil {
