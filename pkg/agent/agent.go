@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -261,7 +260,7 @@ func New(cfg Config) (*pregel.Graph, error) {
 			return nil, fmt.Errorf("agent: Config.Tools[%d] is nil", i)
 		}
 		s := t.Spec()
-		if !toolName.MatchString(s.Name) {
+		if !validToolName(s.Name) {
 			return nil, fmt.Errorf("agent: tool name %q: use 1 to 64 letters, digits, _ or - (what models accept)", s.Name)
 		}
 		if prev := tools[s.Name]; prev != nil {
@@ -326,8 +325,23 @@ func toolOrigin(t Tool) string {
 	return "a Go tool"
 }
 
-// toolName is what model services accept as a tool's name.
-var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// validToolName is what model services accept as a tool's name.
+// It reports whether s is 1 to 64 bytes of ASCII letters,
+// digits and "_" and "-". It is the regular expression ^[a-zA-Z0-9_-]{1,64}$ without one:
+// compiling a counted repetition costs milliseconds at every process's
+// start (a Lambda function's cold start among them).
+func validToolName(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
 
 // pendingCalls lists the tool calls of the last message when the model
 // wrote it: one tool task each.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -134,11 +133,33 @@ type CreateRequest struct {
 	Message json.RawMessage `json:"-"`
 }
 
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-
 // ValidID reports whether id can name a run: 1 to 128 letters, digits,
 // '.', '_', ':' or '-', starting with a letter or digit.
-func ValidID(id string) bool { return validID.MatchString(id) }
+func ValidID(id string) bool {
+	// ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$, without a regular expression
+	// (its counted repetition costs milliseconds to compile at start).
+	if id == "" || strings.IndexByte("._:-", id[0]) >= 0 {
+		return false
+	}
+	return idChars(id)
+}
+
+// idChars reports whether s is 1 to 128 bytes of ASCII letters,
+// digits and ".", "_", ":" and "-". It is the regular expression [A-Za-z0-9._:-]{1,128} without one:
+// compiling a counted repetition costs milliseconds at every process's
+// start (a Lambda function's cold start among them).
+func idChars(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._:-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
 
 // Create validates the input, stores the run and its step 0 checkpoint,
 // and dispatches it. created is false when the run already existed with

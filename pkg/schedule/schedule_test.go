@@ -15,6 +15,7 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/schedule"
+	"github.com/superstep/superstep/pkg/schedule/sqlitesched"
 )
 
 type counterState struct {
@@ -134,7 +135,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) schedule.Backend {
 	return map[string]func(t *testing.T) schedule.Backend{
 		"memory": func(*testing.T) schedule.Backend { return schedule.NewMemoryStore() },
 		"sqlite": func(t *testing.T) schedule.Backend {
-			s, err := schedule.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "superstep.db"))
+			s, err := sqlitesched.Open(t.Context(), filepath.Join(t.TempDir(), "superstep.db"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -358,6 +358,40 @@ type Options struct {
 	// mode: one long-lived process, no table stream). Lambda functions
 	// leave it off: HandleStream delivers.
 	DeliverPushHere bool
+	// Function, when set, is the one Lambda function the App serves
+	// (FunctionAPI, FunctionTick, FunctionNode, FunctionSweep or
+	// FunctionStream), and New wires only what that function uses: the
+	// tick and node functions get no HTTP API, A2A or MCP server, the
+	// sweep function no HTTP API or MCP server, the api and stream
+	// functions no tick handler. Its other handlers then refuse their
+	// events with an error naming the function that serves them.
+	// Empty: every handler (the local mode, tests).
+	Function string
+}
+
+// The Lambda functions of a deployment, the values of Options.Function.
+const (
+	FunctionAPI    = "api"
+	FunctionTick   = "tick"
+	FunctionNode   = "node"
+	FunctionSweep  = "sweep"
+	FunctionStream = "stream"
+)
+
+// parts says what the function named fn (empty: every function) uses.
+func parts(fn string) (ticks, http, agents bool, err error) {
+	switch fn {
+	case "":
+		return true, true, true, nil
+	case FunctionTick, FunctionNode:
+		return true, false, false, nil
+	case FunctionSweep:
+		// It delivers A2A push notifications.
+		return false, false, true, nil
+	case FunctionAPI, FunctionStream:
+		return false, true, true, nil
+	}
+	return false, false, false, fmt.Errorf("unknown function %q: want %s, %s, %s, %s or %s", fn, FunctionAPI, FunctionTick, FunctionNode, FunctionSweep, FunctionStream)
 }
 
 // App is one deployment's handlers and what they share. Create it with
@@ -388,6 +422,14 @@ type App struct {
 	handler http.Handler
 	// Tracer traces runs (nil: tracing is off).
 	Tracer *tracing.Tracer
+	// function is Options.Function: the one function wired (empty: all).
+	function string
+}
+
+// unwired is the error of a handler whose parts New did not wire: the App
+// serves another function (Options.Function).
+func (a *App) unwired(what, fn string) error {
+	return fmt.Errorf("serverless: this App serves the %s function (Options.Function), not %s: %s is the %s function's", a.function, what, what, fn)
 }
 
 // New wires an App.
@@ -397,6 +439,10 @@ func New(o Options) (*App, error) {
 	}
 	if err := o.Config.validate(); err != nil {
 		return nil, fmt.Errorf("serverless: %w", err)
+	}
+	wantTicks, wantHTTP, wantAgents, err := parts(o.Function)
+	if err != nil {
+		return nil, fmt.Errorf("serverless: Options.Function: %w", err)
 	}
 	log := o.Logger
 	if log == nil {
@@ -454,23 +500,46 @@ func New(o Options) (*App, error) {
 		ticks.Tracer, svc.Tracer = o.Tracer, o.Tracer
 	}
 	// Schedules: EventBridge Scheduler fires them into the start queue.
+	lt := longterm.New(store.LongTerm(), o.LongTerm...)
+	a := &App{
+		Config:   o.Config,
+		Logger:   log,
+		Service:  svc,
+		Store:    store,
+		LongTerm: lt,
+		Queue:    queue,
+		SQS:      sqsClient,
+		Tracer:   o.Tracer,
+		function: o.Function,
+	}
+	if wantTicks {
+		a.Ticks = ticks
+	}
+	if !wantAgents {
+		return a, nil
+	}
+	if err := a.wireHTTP(o, events, wantHTTP); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// wireHTTP wires the A2A agents and, when withAPI, the HTTP API and the
+// MCP server, of New's App a.
+func (a *App) wireHTTP(o Options, events runs.EventReader, withAPI bool) error {
+	svc, store, log := a.Service, a.Store, a.Logger
 	var schedules *schedule.Service
-	if o.Config.ScheduleGroup != "" {
+	if withAPI && o.Config.ScheduleGroup != "" {
 		backend, err := awsscheduler.New(scheduler.NewFromConfig(o.AWS), awsscheduler.Config{Group: o.Config.ScheduleGroup,
 			TargetARN: o.Config.StartQueueARN, RoleARN: o.Config.SchedulerRoleARN, DeadLetterARN: o.Config.ScheduleDLQ})
 		if err != nil {
-			return nil, fmt.Errorf("serverless: %w", err)
+			return fmt.Errorf("serverless: %w", err)
 		}
 		schedules = &schedule.Service{Runs: svc, Backend: backend, AWS: true, MaxInputBytes: awsscheduler.MaxInputBytes}
 	}
 	// Streams read the runs' events from the table.
 	// The long-term store shares the table (pkg/store/dynamo's
 	// longterm.go): no other resource, role or permission.
-	lt := longterm.New(store.LongTerm(), o.LongTerm...)
-	httpAPI, err := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events, LongTerm: lt, Schedules: schedules})
-	if err != nil {
-		return nil, fmt.Errorf("serverless: %w", err)
-	}
 	// Every graph is an A2A agent too. API Gateway's HTTP API cannot
 	// stream: behind it, the cards say streaming is off, or, with a
 	// stream function, point at its URL; a blocking send follows the run
@@ -501,7 +570,15 @@ func New(o Options) (*App, error) {
 	}
 	agents, err := a2a.New(svc, a2aOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("serverless: %w", err)
+		return fmt.Errorf("serverless: %w", err)
+	}
+	a.Agents = agents
+	if !withAPI {
+		return nil
+	}
+	httpAPI, err := api.New(api.Config{Service: svc, Token: o.Config.APIToken, MaxBodyBytes: o.MaxBodyBytes, Logger: log, Events: events, LongTerm: a.LongTerm, Schedules: schedules})
+	if err != nil {
+		return fmt.Errorf("serverless: %w", err)
 	}
 	httpAPI.Handle(a2a.Pattern, agents)
 	// Every graph is also a tool at /mcp (pkg/mcpserver), stateless: the
@@ -514,7 +591,7 @@ func New(o Options) (*App, error) {
 	}
 	tools, err := mcpserver.New(mcpserver.Config{Service: svc, Stateless: true, Wait: mcpWait, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("serverless: %w", err)
+		return fmt.Errorf("serverless: %w", err)
 	}
 	httpAPI.Handle(mcpserver.Pattern, tools)
 	var inner http.Handler = httpAPI
@@ -530,20 +607,8 @@ func New(o Options) (*App, error) {
 	if o.Middleware != nil {
 		handler = o.Middleware(handler)
 	}
-	return &App{
-		handler:  handler,
-		Config:   o.Config,
-		Logger:   log,
-		Service:  svc,
-		Ticks:    ticks,
-		API:      httpAPI,
-		Store:    store,
-		LongTerm: lt,
-		Queue:    queue,
-		SQS:      sqsClient,
-		Agents:   agents,
-		Tracer:   o.Tracer,
-	}, nil
+	a.API, a.handler = httpAPI, handler
+	return nil
 }
 
 // FromEnv wires the App of a Lambda function serving o.Graphs: o.Config
@@ -589,6 +654,11 @@ func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 // ServeHTTP serves the HTTP API; App is an [http.Handler].
 // Requests pass through Options.Middleware first.
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.API == nil {
+		a.Logger.ErrorContext(r.Context(), a.unwired("the HTTP API", FunctionAPI).Error())
+		http.Error(w, "this function does not serve the HTTP API", http.StatusNotFound)
+		return
+	}
 	if a.handler == nil {
 		a.API.ServeHTTP(w, r)
 		return

@@ -33,6 +33,9 @@ func bad(err error) bool {
 // visibility timeout; bad ones are logged with the reason and end in the
 // dead-letter queue after maxReceiveCount.
 func (a *App) HandleTick(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	if a.Ticks == nil {
+		return events.SQSEventResponse{}, a.unwired("tick messages", FunctionTick)
+	}
 	return a.batch(ctx, "tick", ev, func(ctx context.Context, m events.SQSMessage) error {
 		var t tick.Tick
 		if err := decodeBody(m.Body, &t, false); err != nil {
@@ -46,6 +49,9 @@ func (a *App) HandleTick(ctx context.Context, ev events.SQSEvent) (events.SQSEve
 // [tick.NodeTask] for [tick.Handler.Node]. Failures are reported as in
 // [App.HandleTick].
 func (a *App) HandleNode(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	if a.Ticks == nil {
+		return events.SQSEventResponse{}, a.unwired("node task messages", FunctionNode)
+	}
 	return a.batch(ctx, "node", ev, func(ctx context.Context, m events.SQSMessage) error {
 		var t tick.NodeTask
 		if err := decodeBody(m.Body, &t, false); err != nil {

@@ -42,6 +42,9 @@ const pushConcurrency = 8
 // A receiver that refuses a notification is not a failure of the batch:
 // it is retried with backoff, then logged.
 func (a *App) HandleStream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	if a.Agents == nil {
+		return events.DynamoDBEventResponse{}, a.unwired("the table's stream", FunctionSweep)
+	}
 	var resp events.DynamoDBEventResponse
 	failed := -1 // index of the earliest failed record
 	type delivery struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 
 	"slices"
 	"strings"
@@ -84,22 +85,30 @@ func serveLambda(ctx context.Context, env Env) int {
 		fmt.Fprintf(stderr, "superstep: cannot start: %v\n", err)
 		return ExitUsage
 	}
+	// No collection while the function wires itself: what it allocates
+	// is small and lives on, and a collection now is paid in the cold
+	// start (Lambda's Init duration).
+	gcPercent := debug.SetGCPercent(-1)
 	app, err := serverless.FromEnv(ctx, serverless.Options{
 		Config:     serverless.Config{APIToken: env.s.token},
 		Graphs:     env.s.reg,
 		Logger:     env.s.logger,
 		Middleware: env.s.wrap,
 		Streaming:  name == "stream",
-		LongTerm:   env.s.longTerm,
+		// Each function wires only what it uses (its cold start).
+		Function: name,
+		LongTerm: env.s.longTerm,
 	})
-	if err == nil {
+	if err == nil && app.API != nil { // the tick, node and sweep functions serve no HTTP
 		err = env.s.mount(app.API)
 	}
 	if err != nil {
+		debug.SetGCPercent(gcPercent)
 		// The function's log (CloudWatch Logs) says why it cannot start.
 		slog.New(slog.NewJSONHandler(stderr, nil)).Error("superstep "+name+": cannot start", "err", err)
 		return ExitFailed
 	}
+	debug.SetGCPercent(gcPercent)
 	installLogger(app.Tracer, app.Logger)
 	start := env.s.lambdaStart
 	if start == nil {

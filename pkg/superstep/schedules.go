@@ -8,6 +8,7 @@ import (
 
 	"github.com/superstep/superstep/pkg/runs"
 	"github.com/superstep/superstep/pkg/schedule"
+	"github.com/superstep/superstep/pkg/schedule/sqlitesched"
 )
 
 // startSchedules opens the schedules kept in the SQLite file at path and
@@ -15,7 +16,7 @@ import (
 // more than once); closeStore closes their store, once the API serves no
 // more.
 func startSchedules(ctx context.Context, path string, svc *runs.Service, log *slog.Logger) (ss *schedule.Service, stop, closeStore func(), err error) {
-	st, err := schedule.OpenSQLite(ctx, path)
+	st, err := sqlitesched.Open(ctx, path)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open schedules: %w", err)
 	}

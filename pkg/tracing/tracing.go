@@ -18,10 +18,12 @@ import (
 	"os"
 	"strings"
 
-	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/propagators/autoprop"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -105,7 +107,7 @@ func FromEnv(ctx context.Context, service string) (*Tracer, error) {
 	if !Enabled(os.Getenv) {
 		return nil, nil
 	}
-	exp, err := autoexport.NewSpanExporter(ctx)
+	exp, err := spanExporter(ctx, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: the exporter OTEL_* asks for: %w", err)
 	}
@@ -128,6 +130,43 @@ func FromEnv(ctx context.Context, service string) (*Tracer, error) {
 	otel.SetTextMapPropagator(t.prop)
 	return t, nil
 }
+
+// spanExporter is the span exporter OTEL_TRACES_EXPORTER names (otlp when
+// unset; console; none), an OTLP one over the protocol
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL names
+// (http/protobuf when unset; grpc), as the OpenTelemetry specification's
+// environment variables say. It is contrib's autoexport for spans alone:
+// autoexport links the log and metric exporters too (Prometheus's among
+// them), whose package initialisers every process, each Lambda cold start
+// included, would pay for.
+func spanExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
+	switch name := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); name {
+	case "", "otlp":
+		proto := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
+		if proto == "" {
+			proto = strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
+		}
+		switch proto {
+		case "", "http/protobuf":
+			return otlptracehttp.New(ctx)
+		case "grpc":
+			return otlptracegrpc.New(ctx)
+		}
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: want http/protobuf or grpc", proto)
+	case "console":
+		return stdouttrace.New()
+	case "none":
+		return noopExporter{}, nil
+	default:
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp, console or none", name)
+	}
+}
+
+// noopExporter exports nothing (OTEL_TRACES_EXPORTER=none).
+type noopExporter struct{}
+
+func (noopExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (noopExporter) Shutdown(context.Context) error                             { return nil }
 
 // propagatorFromEnv is the propagator OTEL_PROPAGATORS names: W3C trace
 // context and baggage when it is unset.

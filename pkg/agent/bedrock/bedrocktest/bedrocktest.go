@@ -45,6 +45,11 @@ type Reply struct {
 	// (default 400); Text is its message.
 	ErrorType string
 	Status    int
+	// FirstTokenAfter, in a streamed answer (ConverseStream), is the
+	// model's time to first token: the pause between the request and the
+	// first piece of text. TokenInterval is the pause before each later
+	// piece (a word each).
+	FirstTokenAfter, TokenInterval time.Duration
 }
 
 // ToolUse is a tool call in a Reply.
@@ -251,7 +256,17 @@ func writeStream(w http.ResponseWriter, rep Reply) {
 	w.Header().Set("Content-Type", "application/vnd.amazon.eventstream")
 	w.WriteHeader(http.StatusOK)
 	enc := eventstream.NewEncoder()
-	for _, m := range frames {
+	words := 0 // frames[1:1+words] are the text's pieces
+	if rep.Text != "" {
+		words = len(strings.SplitAfter(rep.Text, " "))
+	}
+	for k, m := range frames {
+		switch {
+		case k == 1 && words > 0:
+			time.Sleep(rep.FirstTokenAfter)
+		case k > 1 && k <= words:
+			time.Sleep(rep.TokenInterval)
+		}
 		var buf bytes.Buffer
 		if err := enc.Encode(&buf, m); err != nil {
 			return

@@ -1,4 +1,9 @@
-package schedule
+// Package sqlitesched keeps pkg/schedule's schedules in a SQLite file
+// (the dev server's): a [schedule.Backend]. It is a package of its own so
+// that programs that keep schedules elsewhere (the Lambda functions, with
+// EventBridge Scheduler) do not link the SQLite driver, whose
+// initialisers every process start pays for.
+package sqlitesched
 
 import (
 	"context"
@@ -12,24 +17,25 @@ import (
 	"time"
 
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/schedule"
 	_ "modernc.org/sqlite" // the "sqlite" driver
 )
 
-// SQLiteStore is a Backend in a SQLite file, in a table of its own
+// Store is a schedule.Backend in a SQLite file, in a table of its own
 // (schedules), beside what pkg/store/sqlite keeps in the same file.
-type SQLiteStore struct {
+type Store struct {
 	db *sql.DB
 }
 
 // record is what a row keeps: the schedule and its anchor.
 type record struct {
-	Schedule
+	schedule.Schedule
 	Anchor time.Time `json:"anchor"`
 }
 
-// OpenSQLite opens (creating if need be) the schedules table in the
+// Open opens (creating if need be) the schedules table in the
 // SQLite file at path.
-func OpenSQLite(ctx context.Context, path string) (*SQLiteStore, error) {
+func Open(ctx context.Context, path string) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("schedule: open %q: %w", path, err)
@@ -50,63 +56,63 @@ func OpenSQLite(ctx context.Context, path string) (*SQLiteStore, error) {
 		db.Close()
 		return nil, fmt.Errorf("schedule: open %q: %w", path, err)
 	}
-	return &SQLiteStore{db: db}, nil
+	return &Store{db: db}, nil
 }
 
 // Close closes the database.
-func (s *SQLiteStore) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return s.db.Close() }
 
-func encode(sc Schedule) (string, error) {
+func encode(sc schedule.Schedule) (string, error) {
 	b, err := json.Marshal(record{Schedule: sc, Anchor: sc.Anchor})
 	return string(b), err
 }
 
-func decode(raw string) (Schedule, error) {
+func decode(raw string) (schedule.Schedule, error) {
 	var r record
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return Schedule{}, fmt.Errorf("schedule: decode: %w", err)
+		return schedule.Schedule{}, fmt.Errorf("schedule: decode: %w", err)
 	}
 	r.Schedule.Anchor = r.Anchor
 	return r.Schedule, nil
 }
 
-// Create implements Backend.
-func (s *SQLiteStore) Create(ctx context.Context, sc Schedule) (Schedule, error) {
+// Create implements schedule.Backend.
+func (s *Store) Create(ctx context.Context, sc schedule.Schedule) (schedule.Schedule, error) {
 	rec, err := encode(sc)
 	if err != nil {
-		return Schedule{}, err
+		return schedule.Schedule{}, err
 	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO schedules (name, record) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`, sc.Name, rec)
 	if err != nil {
-		return Schedule{}, fmt.Errorf("schedule: create: %w", err)
+		return schedule.Schedule{}, fmt.Errorf("schedule: create: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return Schedule{}, fmt.Errorf("schedule %q exists; choose another name, or update it: %w", sc.Name, runs.ErrConflict)
+		return schedule.Schedule{}, fmt.Errorf("schedule %q exists; choose another name, or update it: %w", sc.Name, runs.ErrConflict)
 	}
 	return sc, nil
 }
 
-// Get implements Backend.
-func (s *SQLiteStore) Get(ctx context.Context, name string) (Schedule, error) {
+// Get implements schedule.Backend.
+func (s *Store) Get(ctx context.Context, name string) (schedule.Schedule, error) {
 	var raw string
 	err := s.db.QueryRowContext(ctx, `SELECT record FROM schedules WHERE name = ?`, name).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Schedule{}, notFound(name)
+		return schedule.Schedule{}, fmt.Errorf("there is no schedule %q: %w", name, runs.ErrNotFound)
 	}
 	if err != nil {
-		return Schedule{}, fmt.Errorf("schedule: get: %w", err)
+		return schedule.Schedule{}, fmt.Errorf("schedule: get: %w", err)
 	}
 	return decode(raw)
 }
 
-// List implements Backend.
-func (s *SQLiteStore) List(ctx context.Context) ([]Schedule, error) {
+// List implements schedule.Backend.
+func (s *Store) List(ctx context.Context) ([]schedule.Schedule, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT record FROM schedules ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("schedule: list: %w", err)
 	}
 	defer rows.Close()
-	out := []Schedule{}
+	out := []schedule.Schedule{}
 	for rows.Next() {
 		var raw string
 		if err := rows.Scan(&raw); err != nil {
@@ -121,49 +127,49 @@ func (s *SQLiteStore) List(ctx context.Context) ([]Schedule, error) {
 	return out, rows.Err()
 }
 
-// Mutate implements Backend, in one transaction.
-func (s *SQLiteStore) Mutate(ctx context.Context, name string, fn func(*Schedule) error) (Schedule, error) {
+// Mutate implements schedule.Backend, in one transaction.
+func (s *Store) Mutate(ctx context.Context, name string, fn func(*schedule.Schedule) error) (schedule.Schedule, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Schedule{}, fmt.Errorf("schedule: update: %w", err)
+		return schedule.Schedule{}, fmt.Errorf("schedule: update: %w", err)
 	}
 	defer tx.Rollback()
 	var raw string
 	err = tx.QueryRowContext(ctx, `SELECT record FROM schedules WHERE name = ?`, name).Scan(&raw)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Schedule{}, notFound(name)
+		return schedule.Schedule{}, fmt.Errorf("there is no schedule %q: %w", name, runs.ErrNotFound)
 	}
 	if err != nil {
-		return Schedule{}, fmt.Errorf("schedule: update: %w", err)
+		return schedule.Schedule{}, fmt.Errorf("schedule: update: %w", err)
 	}
 	sc, err := decode(raw)
 	if err != nil {
-		return Schedule{}, err
+		return schedule.Schedule{}, err
 	}
 	if err := fn(&sc); err != nil {
-		return Schedule{}, err
+		return schedule.Schedule{}, err
 	}
 	rec, err := encode(sc)
 	if err != nil {
-		return Schedule{}, err
+		return schedule.Schedule{}, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE schedules SET record = ? WHERE name = ?`, rec, name); err != nil {
-		return Schedule{}, fmt.Errorf("schedule: update: %w", err)
+		return schedule.Schedule{}, fmt.Errorf("schedule: update: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return Schedule{}, fmt.Errorf("schedule: update: %w", err)
+		return schedule.Schedule{}, fmt.Errorf("schedule: update: %w", err)
 	}
 	return sc, nil
 }
 
-// Delete implements Backend.
-func (s *SQLiteStore) Delete(ctx context.Context, name string) error {
+// Delete implements schedule.Backend.
+func (s *Store) Delete(ctx context.Context, name string) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM schedules WHERE name = ?`, name)
 	if err != nil {
 		return fmt.Errorf("schedule: delete: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return notFound(name)
+		return fmt.Errorf("there is no schedule %q: %w", name, runs.ErrNotFound)
 	}
 	return nil
 }
