@@ -1,6 +1,8 @@
 package a2a
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -252,6 +254,9 @@ func (h *handler) SendStreamingMessage(ctx context.Context, req *core.SendMessag
 			return
 		}
 		// Watch before the run starts, so that no event is missed.
+		if m, ok := h.s.events.(watchMarker); ok {
+			p.watchedUntil = m.WatchUntil(time.Now())
+		}
 		w := h.s.watch(p.id)
 		defer w.close()
 		r, err := h.commit(ctx, p)
@@ -306,6 +311,10 @@ type plan struct {
 	thread    bool // the run starts on the thread named by contextID
 	req       runs.ResumeRequest
 	msg       *core.Message
+	// watchedUntil marks a new run watched from its creation (a
+	// streaming message, on a runtime that keeps only watched runs'
+	// events): see runs.CreateRequest.WatchedUntil.
+	watchedUntil time.Time
 }
 
 // prepare validates a message and decides what it does, changing nothing.
@@ -426,7 +435,7 @@ func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 		}
 		return r, nil
 	}
-	req := runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID, Message: h.record(ctx, p)}
+	req := runs.CreateRequest{RunID: p.id, Input: p.input, ContextID: p.contextID, Message: h.record(ctx, p), WatchedUntil: p.watchedUntil}
 	reason := p.reject
 	if reason == "" && p.thread {
 		r, why, err := h.startOnThread(ctx, p, req)
@@ -450,6 +459,13 @@ func (h *handler) commit(ctx context.Context, p plan) (runs.Run, error) {
 		return runs.Run{}, h.s.internal(ctx, "store rejected run", p.id, err)
 	}
 	return r, nil
+}
+
+// watchMarker is an event source that keeps only watched runs' events
+// (the serverless runtime's): WatchUntil is how long a stream opened at
+// now marks its run watched.
+type watchMarker interface {
+	WatchUntil(now time.Time) time.Time
 }
 
 // startOnThread starts the run of a plan on the thread its context id
@@ -477,7 +493,7 @@ func (h *handler) startOnThread(ctx context.Context, p plan, req runs.CreateRequ
 		strategy = runs.StrategyReject // then, if busy, a task of its own
 	}
 	r, _, err = h.s.svc.CreateOnThread(ctx, p.contextID, runs.ThreadRunRequest{
-		Graph: h.a.graph.Name(), RunID: p.id, Input: p.input, Strategy: strategy, Message: req.Message,
+		Graph: h.a.graph.Name(), RunID: p.id, Input: p.input, Strategy: strategy, Message: req.Message, WatchedUntil: req.WatchedUntil,
 	})
 	var busy *runs.BusyError
 	switch {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -33,11 +35,17 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 	if req.Stream && h.events == nil {
 		return errNoStreams
 	}
-	run, created, err := h.svc.Create(r.Context(), r.PathValue("graph"), runs.CreateRequest{
+	create := runs.CreateRequest{
 		RunID:     req.RunID,
 		Input:     input,
 		ContextID: req.ContextID,
-	})
+	}
+	if m, ok := h.events.(watchMarker); ok && req.Stream {
+		// The run is watched from its creation, not from the stream's
+		// first read, which its first step can precede.
+		create.WatchedUntil = m.WatchUntil(time.Now())
+	}
+	run, created, err := h.svc.Create(r.Context(), r.PathValue("graph"), create)
 	if err != nil {
 		return err
 	}
@@ -50,6 +58,13 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusAccepted
 	}
 	return h.writeJSON(w, r, status, runView(run, NewValueBudget()))
+}
+
+// watchMarker is an event source that keeps only watched runs' events
+// (the serverless runtime's): WatchUntil is how long a stream opened at
+// now marks its run watched.
+type watchMarker interface {
+	WatchUntil(now time.Time) time.Time
 }
 
 // listRuns serves GET /v1/runs.

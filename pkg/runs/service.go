@@ -131,6 +131,11 @@ type CreateRequest struct {
 	// Message, if set, is the protocol message asking for the run, kept
 	// as the first of its Messages (not part of the input's identity).
 	Message json.RawMessage `json:"-"`
+	// WatchedUntil, if set, marks a new run watched until then from its
+	// creation (Run.WatchedUntil): a create that answers with the run's
+	// stream, so that a runtime keeping only watched runs' events keeps
+	// the first ones too. It does not change an existing run.
+	WatchedUntil time.Time `json:"-"`
 }
 
 // ValidID reports whether id can name a run: 1 to 128 letters, digits,
@@ -191,7 +196,7 @@ func (s *Service) Create(ctx context.Context, graph string, req CreateRequest) (
 	stamp := g.Stamp()
 	run := Run{
 		GraphVersion: &stamp,
-		ID:           req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now,
+		ID:           req.RunID, Graph: graph, Status: pregel.RunPending, Input: input, ContextID: req.ContextID, CreatedAt: now, UpdatedAt: now, WatchedUntil: req.WatchedUntil,
 		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}, Messages: appendMessage(nil, req.Message),
 	}
 	if s.Tracer != nil {

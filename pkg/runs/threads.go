@@ -47,6 +47,9 @@ type ThreadRunRequest struct {
 	// A2A message), kept as the first of its Messages, as in
 	// CreateRequest.
 	Message json.RawMessage `json:"-"`
+	// WatchedUntil, if set, marks the new run watched until then from its
+	// creation, as CreateRequest.WatchedUntil does.
+	WatchedUntil time.Time `json:"-"`
 }
 
 // ThreadState is a thread's state: the values of its latest committed
@@ -477,6 +480,7 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	rec := Run{
 		ID: req.RunID, Graph: req.Graph, Status: pregel.RunPending, Input: input, ContextID: threadID, ThreadID: threadID, CreatedAt: now, UpdatedAt: now,
 		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}, Messages: appendMessage(nil, req.Message),
+		WatchedUntil: req.WatchedUntil,
 	}
 	if claimed {
 		// The thread's head cannot move while the run holds it.

@@ -105,6 +105,10 @@ type watchingLog struct {
 // maxRenewals bounds the runs a watchingLog remembers renewing.
 const maxRenewals = 4096
 
+// WatchUntil is when a mark made at now ends: the API marks a run it
+// creates to answer with its stream.
+func (w *watchingLog) WatchUntil(now time.Time) time.Time { return now.Add(w.lease) }
+
 // EventsSince renews the run's mark, then reads its stream.
 func (w *watchingLog) EventsSince(ctx context.Context, runID string, after int64, limit int) (runs.EventPage, error) {
 	w.renew(ctx, runID)
