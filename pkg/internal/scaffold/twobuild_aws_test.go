@@ -178,30 +178,8 @@ func TestTwoBuildsServerless(t *testing.T) {
 	if os.Getenv(TwoBuildsEnv) == "" {
 		t.Skipf("set %s=1 to build a scaffolded project's bootstrap in 8 versions and run them under the Lambda runtime emulator (several minutes)", TwoBuildsEnv)
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("go is not on PATH: %v", err)
-	}
-	repo, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	proj := filepath.Join(dir, "orders")
-	if _, err := Create(proj, Project{Module: "example.com/orders", Replace: repo}); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := os.ReadFile(filepath.Join(repo, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(proj, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(filepath.Join(proj, "main.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gobin, proj, src := scaffoldForBuilds(t)
+	dir := filepath.Dir(proj) // the test's directory: builds and stores go beside the project
 	const newGraph = `pregel.NewGraph[State]("starter").`
 	versioned := func(v string) edit { return edit{newGraph, newGraph + `Version("` + v + `").`, 1} }
 

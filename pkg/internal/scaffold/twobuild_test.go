@@ -25,17 +25,11 @@ import (
 // TestSchedulerStopsIncompatibleRun; pkg/superstep TestResumeOnOtherCode).
 const TwoBuildsEnv = "SUPERSTEP_TWO_BUILDS"
 
-// TestTwoBuilds is the deploy an operator makes while a run waits for a
-// person: a project from `superstep init` (this package), built as v1, runs
-// its starter graph to the review interrupt on SQLite. v2 renames review to
-// approval without declaring it: resuming the run with the person's answer
-// stops it drained, with a reason naming the node and both versions, the
-// answer kept. v2 with the rename declared (Builder.RenameNode) resumes it:
-// it completes with the answer given to the build that stopped it.
-func TestTwoBuilds(t *testing.T) {
-	if os.Getenv(TwoBuildsEnv) == "" {
-		t.Skipf("set %s=1 to build a scaffolded project three times (about 2 minutes)", TwoBuildsEnv)
-	}
+// scaffoldForBuilds writes a project as `superstep init` does, with this
+// checkout as superstep, into a temporary directory, and returns the go
+// command, the project's directory and its main.go.
+func scaffoldForBuilds(t *testing.T) (gobin, proj string, mainGo []byte) {
+	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go is not on PATH: %v", err)
@@ -44,8 +38,7 @@ func TestTwoBuilds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	proj := filepath.Join(dir, "orders")
+	proj = filepath.Join(t.TempDir(), "orders")
 	if _, err := Create(proj, Project{Module: "example.com/orders", Replace: repo}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +52,26 @@ func TestTwoBuilds(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(proj, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile(filepath.Join(proj, "main.go"))
+	mainGo, err = os.ReadFile(filepath.Join(proj, "main.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return gobin, proj, mainGo
+}
+
+// TestTwoBuilds is the deploy an operator makes while a run waits for a
+// person: a project from `superstep init` (this package), built as v1, runs
+// its starter graph to the review interrupt on SQLite. v2 renames review to
+// approval without declaring it: resuming the run with the person's answer
+// stops it drained, with a reason naming the node and both versions, the
+// answer kept. v2 with the rename declared (Builder.RenameNode) resumes it:
+// it completes with the answer given to the build that stopped it.
+func TestTwoBuilds(t *testing.T) {
+	if os.Getenv(TwoBuildsEnv) == "" {
+		t.Skipf("set %s=1 to build a scaffolded project three times (about 2 minutes)", TwoBuildsEnv)
+	}
+	gobin, proj, src := scaffoldForBuilds(t)
+	dir := filepath.Dir(proj) // the test's directory: builds and stores go beside the project
 	main := string(src)
 	const newGraph = `pregel.NewGraph[State]("starter").`
 	if strings.Count(main, newGraph) != 1 || strings.Count(main, `"review"`) != 3 || !strings.Contains(main, "\treturn g.Compile()") {
