@@ -9,7 +9,7 @@ import (
 
 // DefaultCursorPoll is how often a Cursor reads the log when it has no live
 // events to wait on.
-const DefaultCursorPoll = 500 * time.Millisecond
+const DefaultCursorPoll = 100 * time.Millisecond
 
 // EventsDroppedError is returned by Cursor.Next when events the cursor
 // should have given next are gone from the log (its retention dropped

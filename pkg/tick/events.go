@@ -40,7 +40,7 @@ type EventLog interface {
 
 // DefaultEventFlush is how often a handler call appends the events of a
 // node still running (Handler.EventFlush).
-const DefaultEventFlush = 200 * time.Millisecond
+const DefaultEventFlush = 50 * time.Millisecond
 
 // eventBuffer gathers the events of one handler call.
 type eventBuffer struct {
