@@ -388,6 +388,12 @@
         if (this.failed) clearError(); // the server is back
         this.failed = false;
       } catch (e) {
+        if (this.stopped) {
+          // The page was left while this read was on its way: its
+          // failure is no longer the page's to show.
+          this.busy = false;
+          return;
+        }
         showError(e.message);
         this.failed = true;
         // A 4xx (an unknown run, say) will not mend itself; an unreachable
@@ -439,7 +445,7 @@
   async function route() {
     if (feed) feed.stop();
     feed = null;
-    page++;
+    const my = ++page;
     clearError();
     const { raw, parts, query } = parseHash();
     for (const a of document.querySelectorAll('[data-nav]')) {
@@ -458,6 +464,7 @@
       else if (parts[0] === 'schedules' && parts.length === 1) await schedulesPage(view);
       else throw new Error('there is no page at #' + raw + '; see #/graphs, #/runs, #/threads, #/store or #/schedules');
     } catch (e) {
+      if (my !== page) return; // another page is shown now
       put(view, h('p', { class: 'muted', text: 'Nothing to show.' }));
       showError(e.message);
     }
