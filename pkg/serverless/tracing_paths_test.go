@@ -337,23 +337,39 @@ func TestTracingServerlessPaths(t *testing.T) {
 	})
 }
 
-// sortNodes sorts the node lines under each step line, whose order
-// depends on timing.
+// sortNodes sorts the node spans under each step span, each with the
+// spans below it, whose order depends on timing: consecutive sibling
+// lines starting "node " at one depth, at any depth.
 func sortNodes(tree string) string {
 	lines := strings.Split(tree, "\n")
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	isNode := func(l string) bool { return strings.HasPrefix(strings.TrimLeft(l, " "), "node ") }
+	var out []string
 	for i := 0; i < len(lines); {
-		j := i
-		for j < len(lines) && strings.HasPrefix(strings.TrimLeft(lines[j], " "), "node ") && !strings.HasPrefix(lines[j], "      ") {
-			j++
-		}
-		if j > i {
-			slices.Sort(lines[i:j])
-			i = j
-		} else {
+		if !isNode(lines[i]) {
+			out = append(out, lines[i])
 			i++
+			continue
 		}
+		// The run of sibling node subtrees starting at line i.
+		depth := indent(lines[i])
+		var blocks []string
+		for i < len(lines) && isNode(lines[i]) && indent(lines[i]) == depth {
+			j := i + 1
+			for j < len(lines) && indent(lines[j]) > depth {
+				j++
+			}
+			block := lines[i]
+			if j > i+1 {
+				block += "\n" + sortNodes(strings.Join(lines[i+1:j], "\n"))
+			}
+			blocks = append(blocks, block)
+			i = j
+		}
+		slices.Sort(blocks)
+		out = append(out, blocks...)
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(out, "\n")
 }
 
 // bedrockNamed is a scripted model named as a Bedrock model in traces.
@@ -386,4 +402,34 @@ func tracedAgent(t *testing.T) *pregel.Graph {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestSortNodes checks the comparison the span tree tests use: sibling
+// node spans in either order compare equal, children moving with their
+// node; a different tree does not.
+func TestSortNodes(t *testing.T) {
+	a := `client: ask
+  superstep step=2 outcome=dispatched
+    node tools step=2 status=interrupted
+    node tools step=2 status=completed
+      execute_tool lookup name=lookup
+  end traced-agent step=1 status=interrupted`
+	b := `client: ask
+  superstep step=2 outcome=dispatched
+    node tools step=2 status=completed
+      execute_tool lookup name=lookup
+    node tools step=2 status=interrupted
+  end traced-agent step=1 status=interrupted`
+	c := `client: ask
+  superstep step=2 outcome=dispatched
+    node tools step=2 status=completed
+    node tools step=2 status=interrupted
+      execute_tool lookup name=lookup
+  end traced-agent step=1 status=interrupted`
+	if sortNodes(a) != sortNodes(b) {
+		t.Errorf("the same tree in two orders compares unequal:\n%s\n---\n%s", sortNodes(a), sortNodes(b))
+	}
+	if sortNodes(a) == sortNodes(c) {
+		t.Errorf("a tool call under another node compares equal:\n%s", sortNodes(c))
+	}
 }
