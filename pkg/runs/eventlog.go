@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,14 +28,25 @@ const MaxEventPage = 1000
 // client resumes from. A run record's history is [Event], not this.
 type StreamEvent struct {
 	// ID numbers the run's events from 1, in the order they happened;
-	// each event's id is one more than the previous one's.
+	// each event's id is one more than the previous one's, but for an
+	// event the log compacted from the pieces of a message (see
+	// Compactor): it stands for the ids FirstID to ID.
 	ID int64 `json:"id"`
 	pregel.Event
+	// Pieces are, on an event compacted from several pieces of a message,
+	// the length in bytes of the text of each, oldest first: one per id
+	// it stands for. Nil on others. EventLogs keep them (LoggedEvent) and
+	// use them to give a reader that resumes inside the message the rest
+	// of it (From).
+	Pieces []int `json:"-"`
 }
 
 // EventPage is a part of a run's stream.
 type EventPage struct {
-	// Events are the events asked for, oldest first, with consecutive ids.
+	// Events are the events asked for, oldest first: each one's FirstID
+	// is one more than the previous one's ID (consecutive ids, but for
+	// compacted events, which stand for several). The first may be the
+	// rest of a compacted event (StreamEvent.From).
 	Events []StreamEvent
 	// First is the id of the oldest event the log keeps for the run, and
 	// Last the id of its newest (both 0 when it keeps none). Events
@@ -151,11 +163,43 @@ func (m *MemoryEventLog) AppendEvents(ctx context.Context, runID string, evs []p
 		s.at = append(s.at, now)
 	}
 	s.events = append(s.events, out...)
-	if over := len(s.events) - m.retention; over > 0 {
+	// Keep the ids after last - retention (an event compacted across the
+	// cut stays whole).
+	cut := s.last - int64(m.retention)
+	if over, _ := slices.BinarySearchFunc(s.events, cut+1, func(e StreamEvent, id int64) int { return cmp.Compare(e.ID, id) }); over > 0 {
 		s.events = append(s.events[:0:0], s.events[over:]...)
 		s.at = append(s.at[:0:0], s.at[over:]...)
 	}
 	return out, nil
+}
+
+var _ EventCompactor = (*MemoryEventLog)(nil)
+
+// CompactEvents implements [EventCompactor].
+func (m *MemoryEventLog) CompactEvents(ctx context.Context, runID string, c Compaction) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.runs[runID]
+	if s == nil {
+		return fmt.Errorf("compact events %d to %d of run %q: the run has none: %w", c.First, c.Last, runID, ErrConflict)
+	}
+	i, _ := slices.BinarySearchFunc(s.events, c.First, func(e StreamEvent, id int64) int { return cmp.Compare(e.ID, id) })
+	j, _ := slices.BinarySearchFunc(s.events, c.Last+1, func(e StreamEvent, id int64) int { return cmp.Compare(e.ID, id) })
+	if j-i != c.Stored || i == len(s.events) || s.events[i].FirstID() != c.First {
+		return fmt.Errorf("compact events %d to %d of run %q: the log holds others: %w", c.First, c.Last, runID, ErrConflict)
+	}
+	at := s.at[j-1]
+	evs := slices.Clone(c.Events)
+	ats := make([]time.Time, len(evs))
+	for k := range ats {
+		ats[k] = at
+	}
+	s.events = slices.Replace(s.events, i, j, evs...)
+	s.at = slices.Replace(s.at, i, j, ats...)
+	return nil
 }
 
 var (
@@ -229,14 +273,14 @@ func (m *MemoryEventLog) EventsSince(ctx context.Context, runID string, after in
 	if s == nil || len(s.events) == 0 {
 		return EventPage{}, nil
 	}
-	first := s.events[0].ID
-	page := EventPage{First: first, Last: s.last}
-	start := max(after+1-first, 0)
-	if start >= int64(len(s.events)) {
+	page := EventPage{First: s.events[0].FirstID(), Last: s.last}
+	start, _ := slices.BinarySearchFunc(s.events, after+1, func(e StreamEvent, id int64) int { return cmp.Compare(e.ID, id) })
+	if start >= len(s.events) {
 		return page, nil
 	}
-	end := min(start+int64(PageLimit(limit)), int64(len(s.events)))
+	end := min(start+PageLimit(limit), len(s.events))
 	page.Events = append([]StreamEvent(nil), s.events[start:end]...)
+	page.Events[0] = page.Events[0].From(after)
 	return page, nil
 }
 
@@ -391,7 +435,7 @@ func (m *MemoryEventLog) RunStorage(ctx context.Context, runID string) (Storage,
 	var n int64
 	if s := m.runs[runID]; s != nil {
 		for i := range s.events {
-			b, err := json.Marshal(&s.events[i].Event)
+			b, err := json.Marshal(LoggedEvent{Event: s.events[i].Event, Pieces: s.events[i].Pieces})
 			if err != nil {
 				return Storage{}, err
 			}

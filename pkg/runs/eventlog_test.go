@@ -50,3 +50,9 @@ func TestMemoryEventExpiry(t *testing.T) {
 		return runs.NewMemoryEventLog(0, 0)
 	})
 }
+
+func TestMemoryEventCompaction(t *testing.T) {
+	runstest.RunEventCompaction(t, func(*testing.T) runstest.CompactingEventLog {
+		return runs.NewMemoryEventLog(0, 0)
+	})
+}
