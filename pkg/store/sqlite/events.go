@@ -15,7 +15,10 @@ import (
 )
 
 // Run event streams ([runs.EventLog]): one row per event, keyed by run and
-// id, the event as JSON. The table is created on first use, outside the
+// id, the event as JSON (runs.LoggedEvent). A row compacted from the
+// pieces of a message (runs.EventCompactor) is keyed by the last id it
+// stands for, and column span says how many it stands for (1 for others;
+// added, like at, by ALTER TABLE on first use). The table is created on first use, outside the
 // numbered schema versions (it refers to no other table), by
 // CREATE TABLE IF NOT EXISTS. A run keeps its newest events up to the
 // retention (runs.DefaultStreamRetention unless SetEventRetention says);
@@ -36,18 +39,25 @@ CREATE TABLE IF NOT EXISTS run_events (
 	event  BLOB    NOT NULL,
 	-- When it was appended, Unix milliseconds.
 	at     INTEGER NOT NULL DEFAULT 0,
+	-- How many ids the row stands for: ids id - span + 1 to id.
+	span   INTEGER NOT NULL DEFAULT 1,
 	PRIMARY KEY (run_id, id)
 ) WITHOUT ROWID`
 
-// sqlEventsAt adds column at to a table made before it existed.
-const sqlEventsAt = `ALTER TABLE run_events ADD COLUMN at INTEGER NOT NULL DEFAULT 0`
+// sqlEventsAt and sqlEventsSpan add columns at and span to a table made
+// before they existed.
+const (
+	sqlEventsAt   = `ALTER TABLE run_events ADD COLUMN at INTEGER NOT NULL DEFAULT 0`
+	sqlEventsSpan = `ALTER TABLE run_events ADD COLUMN span INTEGER NOT NULL DEFAULT 1`
+)
 
 // sqlEventsSince reads a page and the first and last ids kept in one
 // statement, so one snapshot: the LEFT JOIN gives one row with a NULL id
 // when the page is empty.
 const sqlEventsSince = `
-SELECT e.id, e.event, b.first, b.last
-FROM (SELECT COALESCE(MIN(id), 0) AS first, COALESCE(MAX(id), 0) AS last FROM run_events WHERE run_id = ?1) AS b
+SELECT e.id, e.event, e.span, b.first, b.last
+FROM (SELECT COALESCE((SELECT id - span + 1 FROM run_events WHERE run_id = ?1 ORDER BY id LIMIT 1), 0) AS first,
+	COALESCE(MAX(id), 0) AS last FROM run_events WHERE run_id = ?1) AS b
 LEFT JOIN run_events AS e ON e.run_id = ?1 AND e.id > ?2
 ORDER BY e.id
 LIMIT ?3`
@@ -58,9 +68,11 @@ type eventStatements struct {
 	err       error
 	retention int
 
-	since                          *sql.Stmt    // on the pool
-	last, insert, truncate, expire *sql.Stmt    // on the write connection
-	buf                            bytes.Buffer // the batch being inserted; with the write connection
+	since                          *sql.Stmt // on the pool
+	last, insert, truncate, expire *sql.Stmt // on the write connection
+	cut, put                       *sql.Stmt // compaction; on the write connection
+	// The batch being inserted; with the write connection.
+	buf bytes.Buffer
 }
 
 // SetEventRetention sets how many events the Store keeps per run (the
@@ -80,15 +92,17 @@ func (s *Store) eventStmts(ctx context.Context) (*eventStatements, error) {
 				s.w.abort()
 				return err
 			}
-			var hasAt int
-			if err := s.w.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('run_events') WHERE name = 'at'`).Scan(&hasAt); err != nil {
-				s.w.abort()
-				return err
-			}
-			if hasAt == 0 {
-				if _, err := s.w.conn.ExecContext(ctx, sqlEventsAt); err != nil {
+			for _, col := range []struct{ name, add string }{{"at", sqlEventsAt}, {"span", sqlEventsSpan}} {
+				var has int
+				if err := s.w.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('run_events') WHERE name = ?`, col.name).Scan(&has); err != nil {
 					s.w.abort()
 					return err
+				}
+				if has == 0 {
+					if _, err := s.w.conn.ExecContext(ctx, col.add); err != nil {
+						s.w.abort()
+						return err
+					}
 				}
 			}
 			if _, err := s.w.exec(s.w.commit); err != nil {
@@ -101,6 +115,8 @@ func (s *Store) eventStmts(ctx context.Context) (*eventStatements, error) {
 				{&e.insert, `INSERT INTO run_events (run_id, id, event, at) SELECT ?1, ?2 + key + 1, value, ?4 FROM json_each(?3)`},
 				{&e.truncate, `DELETE FROM run_events WHERE run_id = ? AND id <= ?`},
 				{&e.expire, `DELETE FROM run_events WHERE at < ?`},
+				{&e.cut, `DELETE FROM run_events WHERE run_id = ? AND id BETWEEN ? AND ?`},
+				{&e.put, `INSERT INTO run_events (run_id, id, event, at, span) VALUES (?, ?, ?, ?, ?)`},
 			})
 		})
 		if e.err == nil {
@@ -116,7 +132,7 @@ func (s *Store) eventStmts(ctx context.Context) (*eventStatements, error) {
 // closeEvents closes the event log's statements.
 func (e *eventStatements) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{e.since, e.last, e.insert, e.truncate, e.expire} {
+	for _, st := range []*sql.Stmt{e.since, e.last, e.insert, e.truncate, e.expire, e.cut, e.put} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -193,18 +209,22 @@ func (s *Store) EventsSince(ctx context.Context, runID string, after int64, limi
 	var page runs.EventPage
 	for rows.Next() {
 		var (
-			id   sql.NullInt64
-			data []byte
+			id, span sql.NullInt64
+			data     []byte
 		)
-		if err := rows.Scan(&id, &data, &page.First, &page.Last); err != nil {
+		if err := rows.Scan(&id, &data, &span, &page.First, &page.Last); err != nil {
 			return runs.EventPage{}, fmt.Errorf("sqlite: read events of run %q: %w", runID, err)
 		}
 		if !id.Valid {
 			continue
 		}
-		ev := runs.StreamEvent{ID: id.Int64}
-		if err := json.Unmarshal(data, &ev.Event); err != nil {
+		var le runs.LoggedEvent
+		if err := json.Unmarshal(data, &le); err != nil {
 			return runs.EventPage{}, fmt.Errorf("sqlite: decode event %d of run %q: %w", id.Int64, runID, err)
+		}
+		ev := runs.StreamEvent{ID: id.Int64, Event: le.Event, Pieces: le.Pieces}
+		if len(page.Events) == 0 {
+			ev = ev.From(after)
 		}
 		page.Events = append(page.Events, ev)
 	}
@@ -212,6 +232,44 @@ func (s *Store) EventsSince(ctx context.Context, runID string, after int64, limi
 		return runs.EventPage{}, fmt.Errorf("sqlite: read events of run %q: %w", runID, err)
 	}
 	return page, nil
+}
+
+var _ runs.EventCompactor = (*Store)(nil)
+
+// CompactEvents implements [runs.EventCompactor]: one transaction deletes
+// the rows of ids c.First to c.Last (refused unless they are c.Stored)
+// and inserts c.Events, each at its last id with its span.
+func (s *Store) CompactEvents(ctx context.Context, runID string, c runs.Compaction) error {
+	e, err := s.eventStmts(ctx)
+	if err != nil {
+		return err
+	}
+	rows := make([][]byte, len(c.Events))
+	for i, ev := range c.Events {
+		if rows[i], err = json.Marshal(runs.LoggedEvent{Event: ev.Event, Pieces: ev.Pieces}); err != nil {
+			return fmt.Errorf("sqlite: compact events of run %q: encode event %d: %w", runID, ev.ID, err)
+		}
+	}
+	err = s.w.inTx(ctx, func() error {
+		res, err := s.w.exec(e.cut, runID, c.First, c.Last)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != int64(c.Stored) {
+			return fmt.Errorf("the log holds %d events for them, not %d: %w", n, c.Stored, runs.ErrConflict)
+		}
+		now := time.Now().UnixMilli()
+		for i, ev := range c.Events {
+			if _, err := s.w.exec(e.put, runID, ev.ID, rows[i], now, ev.ID-ev.FirstID()+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: compact events %d to %d of run %q: %w", c.First, c.Last, runID, err)
+	}
+	return nil
 }
 
 var _ runs.EventExpirer = (*Store)(nil)

@@ -69,3 +69,9 @@ func TestFlatBytesPerTurn(t *testing.T) {
 		})
 	}
 }
+
+func TestEventCompaction(t *testing.T) {
+	runstest.RunEventCompaction(t, func(t *testing.T) runstest.CompactingEventLog {
+		return open(t, filepath.Join(t.TempDir(), "superstep.db"))
+	})
+}
