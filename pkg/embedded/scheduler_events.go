@@ -91,6 +91,10 @@ type eventBatcher struct {
 	// runs under EventsWatched).
 	watched bool
 	held    []pregel.Event
+
+	// comp follows the batches logged, for compaction; used by loop, then
+	// by stopEvents.
+	comp runs.Compactor
 }
 
 // startEvents starts the batcher of an execution of runID; publish hands
@@ -126,8 +130,9 @@ func (s *Scheduler) stopEvents(b *eventBatcher) {
 	b.mu.Unlock()
 	if len(left) > 0 {
 		// Watched as the loop ended.
-		s.logEvents(b.runID, left)
+		b.compact(b.comp.Appended(s.logEvents(b.runID, left)))
 	}
+	b.compact(b.comp.Flush())
 	if len(held) > 0 {
 		s.keepRecentLocked(b.runID, held)
 	}
@@ -316,7 +321,31 @@ func (b *eventBatcher) loop() {
 				}
 				break
 			}
-			b.s.logEvents(b.runID, batch)
+			b.compact(b.comp.Appended(b.s.logEvents(b.runID, batch)))
+		}
+	}
+}
+
+// compact makes c, a compaction of the execution's message pieces, when
+// the log can.
+func (b *eventBatcher) compact(c *runs.Compaction) {
+	if c == nil {
+		return
+	}
+	l, ok := b.s.events.(runs.EventCompactor)
+	if !ok {
+		b.comp.Reset()
+		return
+	}
+	ctx := b.s.base
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := l.CompactEvents(ctx, b.runID, *c); err != nil {
+		// The pieces stay as they were logged.
+		b.comp.Reset()
+		if ctx.Err() == nil {
+			b.s.log.Warn("compact a message's events", "run_id", b.runID, "first", c.First, "last", c.Last, "error", err)
 		}
 	}
 }
@@ -337,9 +366,11 @@ func (s *Scheduler) logEvent(ev pregel.Event) {
 	}
 }
 
-// logEvents appends evs to the log and delivers them to the run's
-// watchers.
-func (s *Scheduler) logEvents(runID string, evs []pregel.Event) {
+// logEvents appends evs to the log, the pieces of a message in them
+// coalesced (runs.CoalesceMessages), delivers them to the run's watchers
+// and returns them with their ids (nil when the append failed).
+func (s *Scheduler) logEvents(runID string, evs []pregel.Event) []runs.StreamEvent {
+	evs = runs.CoalesceMessages(evs)
 	ctx := s.base
 	if ctx == nil {
 		ctx = context.Background()
@@ -349,9 +380,10 @@ func (s *Scheduler) logEvents(runID string, evs []pregel.Event) {
 		if ctx.Err() == nil {
 			s.log.Warn("log run events; watchers of the run miss them", "run_id", runID, "events", len(evs), "error", err)
 		}
-		return
+		return nil
 	}
 	s.hub.Deliver(runID, logged)
+	return logged
 }
 
 // EventsSince reads the run's stream from the Scheduler's EventLog; see
