@@ -366,11 +366,9 @@ func (s *Scheduler) logEvent(ev pregel.Event) {
 	}
 }
 
-// logEvents appends evs to the log, the pieces of a message in them
-// coalesced (runs.CoalesceMessages), delivers them to the run's watchers
+// logEvents appends evs to the log, delivers them to the run's watchers
 // and returns them with their ids (nil when the append failed).
 func (s *Scheduler) logEvents(runID string, evs []pregel.Event) []runs.StreamEvent {
-	evs = runs.CoalesceMessages(evs)
 	ctx := s.base
 	if ctx == nil {
 		ctx = context.Background()
