@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -414,31 +415,206 @@ func (s *Store) eventsSince(ctx context.Context, pk string, after int64, limit i
 			return runs.EventPage{}, err
 		}
 	}
-	for _, it := range items {
-		if it.last < start || len(page.Events) == limit {
-			continue
+	next := start // the id of the next event wanted
+	for k := 0; k < len(items) && len(page.Events) < limit; k++ {
+		it := items[k]
+		if it.last < next {
+			continue // before start, or covered by a compacted item read
+		}
+		if it.first > next && next <= page.Last {
+			// No item read holds next: a compaction that is deleting
+			// the items it replaced may have deleted it already; the
+			// item it wrote covers it.
+			cov, err := s.coverEvents(ctx, pk, next)
+			if err != nil {
+				return runs.EventPage{}, err
+			}
+			if cov != nil {
+				items = slices.Insert(items, k, *cov)
+				k--
+				continue
+			}
+			// A hole no item covers (DynamoDB's TTL deleted it): go on.
 		}
 		if it.gone {
 			// Pruned by a writer with a smaller retention.
 			page.First, page.Events = it.last+1, nil
-			start = it.last + 1
+			next = it.last + 1
 			continue
 		}
 		data, ok, err := f.doc(it.item, attrData)
+		if !ok && err == nil {
+			// An item inserted above: its blob was not fetched.
+			g := s.newFetcher()
+			if err = g.addDoc(it.item, attrData); err == nil {
+				if err = g.fetch(ctx); err == nil {
+					data, ok, err = g.doc(it.item, attrData)
+				}
+			}
+		}
 		if err != nil || !ok {
 			return runs.EventPage{}, fmt.Errorf("events from %d: data missing: %v", it.first, err)
 		}
-		var evs []pregel.Event
+		var evs []runs.LoggedEvent
 		if err := json.Unmarshal(data, &evs); err != nil {
 			return runs.EventPage{}, fmt.Errorf("decode events from %d: %w", it.first, err)
 		}
-		for k := range evs {
-			if id := it.first + int64(k); id >= start && len(page.Events) < limit {
-				page.Events = append(page.Events, runs.StreamEvent{ID: id, Event: evs[k]})
+		id := it.first - 1
+		for _, le := range evs {
+			id += int64(max(len(le.Pieces), 1))
+			if id >= next && len(page.Events) < limit {
+				ev := runs.StreamEvent{ID: id, Event: le.Event, Pieces: le.Pieces}
+				page.Events = append(page.Events, ev.From(next-1))
+				next = id + 1
 			}
+		}
+		if id != it.last {
+			return runs.EventPage{}, fmt.Errorf("events item %d holds ids to %d, not to %d", it.first, id, it.last)
 		}
 	}
 	return page, nil
+}
+
+// maxCoverScan bounds the items coverEvents reads: more than a
+// compaction replaces (see runs.Compactor).
+const maxCoverScan = 128
+
+// coverEvents returns the item holding event id, found among the
+// maxCoverScan items below it, or nil.
+func (s *Store) coverEvents(ctx context.Context, pk string, id int64) (*eventItem, error) {
+	hi := id
+	for scanned := 0; scanned < maxCoverScan && hi >= 1; {
+		items, err := s.eventItems(ctx, pk, 1, hi, false, 32)
+		if err != nil {
+			return nil, err
+		}
+		for i := range items {
+			if items[i].last >= id {
+				return &items[i], nil
+			}
+		}
+		if len(items) < 32 {
+			return nil, nil
+		}
+		scanned += len(items)
+		hi = items[len(items)-1].first - 1
+	}
+	return nil, nil
+}
+
+var _ runs.EventCompactor = (*Store)(nil)
+
+// CompactEvents implements [runs.EventCompactor]. The batch items of ids
+// c.First to c.Last (they must tile them exactly) are replaced by one
+// item at c.First's key holding c.Events, each with its pieces: a
+// conditional PutItem over the first (which must not have changed), then
+// a BatchWriteItem deleting the others. A reader between the two sees
+// both the new item and some old ones; it skips the ids it has read
+// (eventsSince), and when an old item it would have read next is
+// already gone, finds the new one (coverEvents). So a compaction costs a
+// PutItem of the item's size and a delete (1 WRU) per item replaced, and
+// leaves one item where there were as many as the writer's flushes.
+func (s *Store) CompactEvents(ctx context.Context, runID string, c runs.Compaction) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(c.Events) == 0 || len(c.Events) > maxItemEvents || c.First < 1 || c.Last < c.First {
+		return fmt.Errorf("dynamo: compact events %d to %d of run %q into %d: %w", c.First, c.Last, runID, len(c.Events), runs.ErrInvalid)
+	}
+	pk := runPK(runID)
+	var (
+		old     []eventItem
+		deletes []map[string]types.AttributeValue
+	)
+	err := s.queryRange(ctx, pk, eventSK(c.First), eventSK(c.Last), "#sk, #last, #gone, #ref",
+		map[string]string{"#sk": attrSK, "#last": attrLast, "#gone": attrGone, "#ref": attrData + refSuffix},
+		func(it map[string]types.AttributeValue) error {
+			sk, _ := getS(it, attrSK)
+			first, _ := parseEventSK(sk)
+			last, _ := getN(it, attrLast)
+			_, gone := it[attrGone]
+			old = append(old, eventItem{first: first, last: last, gone: gone, item: it})
+			return nil
+		})
+	if err != nil {
+		return fmt.Errorf("dynamo: compact events of run %q: %w", runID, err)
+	}
+	next := c.First
+	for _, it := range old {
+		if it.first != next || it.gone {
+			break
+		}
+		next = it.last + 1
+	}
+	if len(old) == 0 || next != c.Last+1 || old[len(old)-1].last != c.Last {
+		return fmt.Errorf("dynamo: compact events %d to %d of run %q: the items hold others: %w", c.First, c.Last, runID, runs.ErrConflict)
+	}
+	data := []byte{'['}
+	for i, ev := range c.Events {
+		raw, err := marshal(runs.LoggedEvent{Event: ev.Event, Pieces: ev.Pieces})
+		if err != nil {
+			return fmt.Errorf("dynamo: compact events of run %q: encode event %d: %w", runID, ev.ID, err)
+		}
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, raw...)
+	}
+	data = append(data, ']')
+	item := key(pk, eventSK(c.First))
+	item[attrLast] = num(c.Last)
+	blob, err := docAttr(item, attrData, data, maxInlineValue)
+	if err != nil {
+		return err
+	}
+	if s.eventMaxAge > 0 {
+		item[attrExpiresAt] = num(s.now().Add(s.eventMaxAge).Unix())
+	}
+	if blob != nil {
+		chunks := blobItems(pk, []pendingBlob{*blob})
+		for _, ch := range chunks {
+			if e, ok := item[attrExpiresAt]; ok {
+				ch[attrExpiresAt] = e
+			}
+		}
+		if err := s.batchWrite(ctx, chunks, nil); err != nil {
+			return fmt.Errorf("dynamo: compact events of run %q: write chunks: %w", runID, err)
+		}
+	}
+	out, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      item,
+		ConditionExpression:       aws.String("attribute_exists(sk) AND attribute_not_exists(#gone) AND #last = :last"),
+		ExpressionAttributeNames:  map[string]string{"#gone": attrGone, "#last": attrLast},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":last": num(old[0].last)},
+		ReturnValues:              types.ReturnValueAllOld,
+	})
+	if err != nil {
+		err = s.dropBlobOf(ctx, pk, blob, err)
+		if _, failed := isConditionFailed(err); failed {
+			err = fmt.Errorf("the first item changed: %w", runs.ErrConflict)
+		}
+		return fmt.Errorf("dynamo: compact events %d to %d of run %q: PutItem: %w", c.First, c.Last, runID, err)
+	}
+	var refs []blobRef
+	if ref, err := docRef(out.Attributes, attrData); err == nil && ref != nil && (blob == nil || *ref != blob.ref) {
+		refs = append(refs, *ref)
+	}
+	for _, it := range old[1:] {
+		deletes = append(deletes, key(pk, eventSK(it.first)))
+		if ref, err := docRef(it.item, attrData); err == nil && ref != nil {
+			refs = append(refs, *ref)
+		}
+	}
+	for _, r := range refs {
+		deletes = append(deletes, r.chunkKeys(pk)...)
+	}
+	if err := s.batchWrite(ctx, nil, deletes); err != nil {
+		// Readers skip what the new item covers; PurgeRun deletes the
+		// rest with the run.
+		return fmt.Errorf("dynamo: compact events of run %q: delete the items replaced: %w", runID, err)
+	}
+	return nil
 }
 
 // countFrom counts the events from id start in items.

@@ -3,6 +3,7 @@ package dynamo_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -271,4 +272,141 @@ func partitionItems(t *testing.T, e *env, run string) []map[string]types.Attribu
 		items = append(items, out.Items...)
 	}
 	return items
+}
+
+func TestEventCompaction(t *testing.T) {
+	t.Parallel()
+	runstest.RunEventCompaction(t, func(t *testing.T) runstest.CompactingEventLog {
+		return newEnv(t).store()
+	})
+}
+
+// TestEventCompactionMidway checks what readers get while a compaction
+// is under way: the new item is written and some of the items it
+// replaces are not deleted yet, in any pattern (BatchWriteItem deletes in
+// no set order). A resume from every id gets exactly the text and events
+// that followed it, once, as before the compaction.
+func TestEventCompactionMidway(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.store()
+	ctx := t.Context()
+	const run = "mid"
+	evs, _ := runstest.StreamedTurn(run, 12)
+	var logged []runs.StreamEvent
+	for _, ev := range evs {
+		got, err := s.AppendEvents(ctx, run, []pregel.Event{ev}) // one item each
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged = append(logged, got...)
+	}
+	scan := func() map[string]map[string]types.AttributeValue {
+		t.Helper()
+		out, err := e.client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(e.table), FilterExpression: aws.String("begins_with(sk, :e)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":e": &types.AttributeValueMemberS{Value: "EVT#"}}, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]map[string]types.AttributeValue{}
+		for _, it := range out.Items {
+			m[it["sk"].(*types.AttributeValueMemberS).Value] = it
+		}
+		return m
+	}
+	check := func(what string) {
+		t.Helper()
+		for after := int64(0); after <= logged[len(logged)-1].ID; after++ {
+			got, want := map[string]string{}, map[string]string{}
+			var rest []runs.StreamEvent
+			for _, ev := range logged {
+				if ev.ID > after {
+					rest = append(rest, ev)
+				}
+			}
+			wantO := runstest.AssembleMessages(t, rest, want)
+			gotO := runstest.AssembleMessages(t, readAfter(t, s, run, after), got)
+			if fmt.Sprint(got, gotO) != fmt.Sprint(want, wantO) {
+				t.Fatalf("%s: resume from %d: got %q %v; want %q %v", what, after, got, gotO, want, wantO)
+			}
+		}
+	}
+	before := scan()
+	var c runs.Compactor
+	comp := c.Flush()
+	for _, b := range logged {
+		if comp = c.Appended([]runs.StreamEvent{b}); comp != nil {
+			if err := s.CompactEvents(ctx, run, *comp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if comp = c.Flush(); comp != nil {
+		if err := s.CompactEvents(ctx, run, *comp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := scan()
+	var deleted []map[string]types.AttributeValue
+	for sk, it := range before {
+		if _, ok := after[sk]; !ok {
+			deleted = append(deleted, it)
+		}
+	}
+	slices.SortFunc(deleted, func(a, b map[string]types.AttributeValue) int {
+		return strings.Compare(a["sk"].(*types.AttributeValueMemberS).Value, b["sk"].(*types.AttributeValueMemberS).Value)
+	})
+	if len(deleted) < 10 {
+		t.Fatalf("the compactions deleted %d items of %d; want most", len(deleted), len(before))
+	}
+	check("compacted")
+	for _, keep := range []func(i int) bool{
+		func(i int) bool { return i%2 == 0 },
+		func(i int) bool { return i%2 == 1 },
+		func(i int) bool { return i == 0 },
+		func(i int) bool { return i > len(deleted)/2 },
+	} {
+		var back []map[string]types.AttributeValue
+		for i, it := range deleted {
+			if keep(i) {
+				back = append(back, it)
+			}
+		}
+		for _, it := range back {
+			if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: it}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(fmt.Sprintf("%d of the %d items replaced still there", len(back), len(deleted)))
+		for _, it := range back {
+			if _, err := e.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(e.table),
+				Key: map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// readAfter reads a run's stream after an id, page by page.
+func readAfter(t *testing.T, l runs.EventReader, run string, after int64) []runs.StreamEvent {
+	t.Helper()
+	var all []runs.StreamEvent
+	for range 1000 {
+		page, err := l.EventsSince(t.Context(), run, after, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Events) == 0 {
+			return all
+		}
+		for _, ev := range page.Events {
+			if ev.ID <= after {
+				t.Fatalf("event %d after %d", ev.ID, after)
+			}
+			after = ev.ID
+		}
+		all = append(all, page.Events...)
+	}
+	t.Fatal("the stream does not end")
+	return nil
 }
