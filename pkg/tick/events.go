@@ -27,6 +27,15 @@ import (
 // A failed append is logged and does not fail the call: the run's state
 // is in its checkpoints, the stream only reports it.
 //
+// The pieces of a model's answer (pregel.IsMessageEvent) gathered in one
+// append are coalesced into one event (runs.CoalesceMessages): a watcher
+// gets what was streamed in each EventFlush as one piece. Once the
+// message's run of pieces ends (or every 32 appends while it goes on),
+// the call replaces what it appended of it by one event holding the
+// text, when the log can (runs.EventCompactor: the DynamoDB store): a
+// watched turn leaves one item, not one per flush. See runs.Compactor
+// for what a stream resumed inside the message gets.
+//
 // With Handler.EventFilter set, a call keeps the events of a run only
 // when the filter approves the run record it read (the serverless
 // runtime keeps those of watched runs, runs.Run.WatchedUntil): others
@@ -54,7 +63,8 @@ type eventBuffer struct {
 	evs     []pregel.Event
 	timer   *time.Timer // pending periodic flush; nil when none
 	closed  bool
-	writeMu sync.Mutex // one append at a time, in order
+	writeMu sync.Mutex     // one append at a time, in order
+	comp    runs.Compactor // with writeMu
 }
 
 type eventsKey struct{}
@@ -147,6 +157,9 @@ func (b *eventBuffer) close() {
 	}
 	b.mu.Unlock()
 	b.flush()
+	b.writeMu.Lock()
+	b.compact(b.comp.Flush())
+	b.writeMu.Unlock()
 }
 
 func (b *eventBuffer) flush() {
@@ -159,8 +172,30 @@ func (b *eventBuffer) flush() {
 	if len(evs) == 0 {
 		return
 	}
-	if _, err := b.h.Events.AppendEvents(b.ctx, b.runID, evs); err != nil {
+	evs = runs.CoalesceMessages(evs)
+	logged, err := b.h.Events.AppendEvents(b.ctx, b.runID, evs)
+	if err != nil {
 		b.h.log().Warn("append run events; watchers of the run miss them", "run_id", b.runID, "events", len(evs), "error", err)
+		return
+	}
+	b.compact(b.comp.Appended(logged))
+}
+
+// compact makes c, a compaction of the call's message pieces, when the
+// log can. The caller holds writeMu.
+func (b *eventBuffer) compact(c *runs.Compaction) {
+	if c == nil {
+		return
+	}
+	l, ok := b.h.Events.(runs.EventCompactor)
+	if !ok {
+		b.comp.Reset()
+		return
+	}
+	if err := l.CompactEvents(b.ctx, b.runID, *c); err != nil {
+		// The pieces stay as they were appended.
+		b.comp.Reset()
+		b.h.log().Warn("compact a message's events", "run_id", b.runID, "first", c.First, "last", c.Last, "error", err)
 	}
 }
 
