@@ -3,6 +3,7 @@ package dynamo_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -409,4 +410,24 @@ func readAfter(t *testing.T, l runs.EventReader, run string, after int64) []runs
 	}
 	t.Fatal("the stream does not end")
 	return nil
+}
+
+// TestWatchedTurnBytes: a watched conversation stores its answers' text
+// about once on DynamoDB too, not an event per token (see the SQLite
+// test of the same name): 3 turns of 1,000 tokens here,
+// SUPERSTEP_WATCHED_TURNS=100 for the 100-turn figure (≤ 5 MB).
+func TestWatchedTurnBytes(t *testing.T) {
+	if os.Getenv(runstest.WatchedTurnsEnv) == "" {
+		t.Skipf("10-20 s against moto on a shared machine: set %s=3 (or 100) to run it; TestEventCompaction is the short check", runstest.WatchedTurnsEnv)
+	}
+	t.Parallel()
+	s := newEnv(t).store()
+	turns := runstest.WatchedTurns(t, 3)
+	total, text := runstest.WatchedTurnBytes(t, turns, 1000, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
+	if limit := 5*text + int64(turns)*8192; total.TotalBytes > limit {
+		t.Errorf("%d turns stored %d bytes; want at most %d (five times the %d bytes of text, 8 KB a turn)", turns, total.TotalBytes, limit, text)
+	}
+	if turns >= 100 && total.TotalBytes > 5<<20 {
+		t.Errorf("%d turns stored %d bytes; want at most 5 MB", turns, total.TotalBytes)
+	}
 }

@@ -75,3 +75,22 @@ func TestEventCompaction(t *testing.T) {
 		return open(t, filepath.Join(t.TempDir(), "superstep.db"))
 	})
 }
+
+// TestWatchedTurnBytes: a watched conversation stores its answers' text
+// about once, not an event row per token: 3 turns of 1,000 tokens here,
+// SUPERSTEP_WATCHED_TURNS=100 for the 100-turn figure (≤ 5 MB in
+// all). Without compaction a turn's events took ~290 bytes a token.
+func TestWatchedTurnBytes(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "superstep.db"))
+	turns := runstest.WatchedTurns(t, 3)
+	total, text := runstest.WatchedTurnBytes(t, turns, 1000, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
+	// The text once in the checkpoints, and in the events: the compacted
+	// answer (with a length per piece), the model node's writes and the
+	// step's appended messages; records and step metadata besides.
+	if limit := 5*text + int64(turns)*8192; total.TotalBytes > limit {
+		t.Errorf("%d turns stored %d bytes; want at most %d (five times the %d bytes of text, 8 KB a turn)", turns, total.TotalBytes, limit, text)
+	}
+	if turns >= 100 && total.TotalBytes > 5<<20 {
+		t.Errorf("%d turns stored %d bytes; want at most 5 MB", turns, total.TotalBytes)
+	}
+}
