@@ -38,6 +38,15 @@ import (
 // or after a restart, finds only what was logged while someone watched;
 // the stream then ends with the run's record (how it ended), which is
 // what the serverless runtime serves for such a run too.
+//
+// A model's answer: watchers get each piece (message_delta, token) as it
+// is logged, one event each. The batcher follows what it logged with a
+// runs.Compactor and, once a message's run of pieces ends (or every 32
+// batches while it goes on), has the log replace them by one event
+// holding the text (runs.EventCompactor: the memory and SQLite logs). A
+// replay, a late watcher, or one that fell behind and reads the log gets
+// the answer whole; one that resumes from a piece's id gets the rest of
+// it (runs.StreamEvent.From). See pkg/runs/compact.go.
 
 // EventsMode says which runs' events a Scheduler logs.
 type EventsMode string

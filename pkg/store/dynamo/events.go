@@ -35,6 +35,16 @@ import (
 // (one Query of one small item). Batches thus tile the ids 1, 2, 3...
 // without gaps or overlaps.
 //
+// A compacted item (CompactEvents: the pieces of a model's message the
+// writer appended in several batches, see runs.Compactor) is written over
+// the first item it replaces and covers up to the last; its elements are
+// runs.LoggedEvent, and one with pieces stands for as many ids. The items
+// it replaced are deleted after it is written; a reader skips ids it has
+// read already, and when an item it would read next is gone although the
+// stream goes on, looks for the item covering that id among the
+// maxCoverScan items below (coverEvents), so it sees a compaction under
+// way as either the old items or the new one, never a gap.
+//
 // Retention: a run keeps its newest events, up to [WithEventRetention]
 // (runs.DefaultStreamRetention by default); EventsSince never returns an
 // older one. Every retention/10 events, the append that crosses the mark
