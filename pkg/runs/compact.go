@@ -249,6 +249,7 @@ const maxOpenBatches = 32
 // zero value is ready to use; it is not safe for concurrent use.
 type Compactor struct {
 	evs    []StreamEvent // the events of the open batches
+	ps     []*piece      // evs parsed: nil for those that are no pieces
 	starts []int         // where each open batch starts in evs
 }
 
@@ -267,6 +268,13 @@ func (c *Compactor) Appended(logged []StreamEvent) *Compaction {
 	}
 	c.starts = append(c.starts, len(c.evs))
 	c.evs = append(c.evs, logged...)
+	for i := range logged {
+		var pp *piece
+		if p, ok := parsePiece(&logged[i].Event); ok {
+			pp = &p
+		}
+		c.ps = append(c.ps, pp)
+	}
 	if out != nil {
 		c.trim()
 		return out
@@ -287,17 +295,15 @@ func (c *Compactor) Flush() *Compaction {
 // Reset forgets the open batches.
 func (c *Compactor) Reset() {
 	clear(c.evs)
-	c.evs, c.starts = c.evs[:0], c.starts[:0]
+	clear(c.ps)
+	c.evs, c.ps, c.starts = c.evs[:0], c.ps[:0], c.starts[:0]
 }
 
 // compact returns the compaction of the open batches when a run of two or
 // more pieces has ended in them, or, with final, when any has; the open
 // batches are then the one batch of the replacement.
 func (c *Compactor) compact(final bool) *Compaction {
-	ps := parsePieces(len(c.evs), func(i int) *pregel.Event { return &c.evs[i].Event })
-	if ps == nil {
-		return nil
-	}
+	ps := c.ps
 	type span struct{ i, j int }
 	var runs []span
 	for i := 0; i < len(c.evs); {
@@ -339,6 +345,15 @@ func (c *Compactor) compact(final bool) *Compaction {
 	}
 	comp.Events = append(comp.Events, c.evs[next:]...)
 	c.evs = append(c.evs[:0], comp.Events...)
+	clear(c.ps)
+	c.ps = c.ps[:0]
+	for i := range c.evs {
+		var pp *piece
+		if p, ok := parsePiece(&c.evs[i].Event); ok {
+			pp = &p
+		}
+		c.ps = append(c.ps, pp)
+	}
 	c.starts = append(c.starts[:0], 0)
 	return comp
 }
@@ -347,22 +362,13 @@ func (c *Compactor) compact(final bool) *Compaction {
 // not reach.
 func (c *Compactor) trim() {
 	n := len(c.evs)
-	if n == 0 || !mayBePiece(&c.evs[n-1].Event) {
-		c.Reset()
-		return
-	}
-	last, ok := parsePiece(&c.evs[n-1].Event)
-	if !ok {
+	if n == 0 || c.ps[n-1] == nil {
 		c.Reset()
 		return
 	}
 	// Where the trailing run starts.
 	s := n - 1
-	for s > 0 {
-		p, ok := parsePiece(&c.evs[s-1].Event)
-		if !ok || !sameMessage(&c.evs[s-1].Event, &c.evs[s].Event, &p, &last) {
-			break
-		}
+	for s > 0 && c.ps[s-1] != nil && sameMessage(&c.evs[s-1].Event, &c.evs[s].Event, c.ps[s-1], c.ps[s]) {
 		s--
 	}
 	k := 0
@@ -374,6 +380,7 @@ func (c *Compactor) trim() {
 	}
 	drop := c.starts[k]
 	c.evs = append(c.evs[:0], c.evs[drop:]...)
+	c.ps = append(c.ps[:0], c.ps[drop:]...)
 	c.starts = c.starts[k:]
 	for i := range c.starts {
 		c.starts[i] -= drop

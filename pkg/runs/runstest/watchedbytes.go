@@ -15,7 +15,7 @@ import (
 )
 
 // WatchedTurnsEnv sets how many turns WatchedTurnBytes holds (the
-// issue's figure: 100); unset, the short version's 3.
+// issue's figure: 100); unset, the short version's.
 const WatchedTurnsEnv = "SUPERSTEP_WATCHED_TURNS"
 
 // WatchedTurns returns the turns of WatchedTurnBytes: WatchedTurnsEnv,

@@ -77,12 +77,12 @@ func TestEventCompaction(t *testing.T) {
 }
 
 // TestWatchedTurnBytes: a watched conversation stores its answers' text
-// about once, not an event row per token: 3 turns of 1,000 tokens here,
+// about once, not an event row per token: 2 turns of 1,000 tokens here,
 // SUPERSTEP_WATCHED_TURNS=100 for the 100-turn figure (≤ 5 MB in
 // all). Without compaction a turn's events took ~290 bytes a token.
 func TestWatchedTurnBytes(t *testing.T) {
 	s := open(t, filepath.Join(t.TempDir(), "superstep.db"))
-	turns := runstest.WatchedTurns(t, 3)
+	turns := runstest.WatchedTurns(t, 2)
 	total, text := runstest.WatchedTurnBytes(t, turns, 1000, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
 	// The text once in the checkpoints, and in the events: the compacted
 	// answer (with a length per piece), the model node's writes and the
