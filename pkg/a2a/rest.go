@@ -291,6 +291,10 @@ func writeRESTError(w http.ResponseWriter, code int, err *core.Error) {
 		st = "UNIMPLEMENTED"
 	case errors.Is(err, core.ErrInternalError):
 		st = "INTERNAL"
+	case errors.Is(err, core.ErrUnauthenticated):
+		st = "UNAUTHENTICATED"
+	case errors.Is(err, core.ErrUnauthorized):
+		st = "PERMISSION_DENIED"
 	}
 	body := restError{Error: restStatus{Code: code, Status: st, Message: err.Error(), Details: []*errordetails.Typed{
 		errordetails.NewErrorInfo(core.ErrorReason(err), core.ProtocolDomain, map[string]string{"timestamp": time.Now().UTC().Format(time.RFC3339)}),
