@@ -1,14 +1,19 @@
 package a2a_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/superstep/superstep/pkg/a2a"
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // TestRESTProtoNames: the HTTP+JSON binding is the proto3 JSON mapping,
@@ -108,16 +113,26 @@ func TestRESTProtoNames(t *testing.T) {
 	}
 }
 
-// TestRESTProtoNamesPush: a push config created with proto names
-// (task_id, the authentication's fields) and one given with a message
-// (configuration.task_push_notification_config) are stored as with JSON
-// names.
-func TestRESTProtoNamesPush(t *testing.T) {
-	e := newEnv(t, envConfig{events: true, opts: []a2a.Option{a2a.WithPushNotifications(a2a.PushOptions{AllowPrivateNetworks: true})}})
+// TestRESTPush: push configs over the HTTP+JSON binding, named with
+// proto names (task_id, task_push_notification_config): one given with
+// the message and one created for the task are stored; the created one
+// is notified in the 1.0 format (a StreamResponse with statusUpdate,
+// A2A-Notification-Token, Authorization from its authentication) beside
+// a 0.3 config of the same task, which keeps the 0.3 format (issue 22
+// item 9 on this binding). What the sender could not honour is refused
+// when the config is set (item 10): a scheme other than Bearer or Basic,
+// a scheme without credentials, a loopback receiver on a server that
+// does not allow private networks.
+func TestRESTPush(t *testing.T) {
+	e := newEnv(t, envConfig{events: true, opts: []a2a.Option{a2a.WithPushNotifications(a2a.PushOptions{AllowPrivateNetworks: true, Backoff: 10 * time.Millisecond})}})
 	base := e.agentURL("chat")
-	hook := "http://127.0.0.1:9/hook" // never reached: the task waits for input
+	rcMsg, rc10, rc03 := &rawReceiver{}, &rawReceiver{}, &rawReceiver{}
+	hMsg, h10, h03 := httptest.NewServer(rcMsg), httptest.NewServer(rc10), httptest.NewServer(rc03)
+	defer hMsg.Close()
+	defer h10.Close()
+	defer h03.Close()
 	code, _, raw := restCall(t, "POST", base+"/message:send", `{"message": {"message_id": "p-1", "role": "ROLE_USER", "parts": [{"text": "ask"}]},
-		"configuration": {"task_push_notification_config": {"id": "with-message", "url": "`+hook+`", "token": "tok", "authentication": {"scheme": "Bearer", "credentials": "c"}}}}`)
+		"configuration": {"task_push_notification_config": {"id": "with-message", "url": "`+hMsg.URL+`", "token": "tok", "authentication": {"scheme": "Bearer", "credentials": "c"}}}}`)
 	var sent struct {
 		Task core.Task `json:"task"`
 	}
@@ -125,12 +140,98 @@ func TestRESTProtoNamesPush(t *testing.T) {
 		t.Fatalf("message:send with a push config: %d %s", code, raw)
 	}
 	id := string(sent.Task.ID)
-	code, _, raw = restCall(t, "POST", base+"/tasks/"+id+"/pushNotificationConfigs", `{"task_id": "`+id+`", "id": "created", "url": "`+hook+`", "authentication": {"scheme": "Basic", "credentials": "dTpw"}}`)
-	if code != 200 || !strings.Contains(raw, `"created"`) || !strings.Contains(raw, `"Basic"`) {
-		t.Fatalf("create with proto names: %d %s", code, raw)
+	code, _, raw = restCall(t, "POST", base+"/tasks/"+id+"/pushNotificationConfigs", `{"task_id": "`+id+`", "id": "h10", "url": "`+h10.URL+`", "token": "t10", "authentication": {"scheme": "Bearer", "credentials": "c10"}}`)
+	if code != 200 || !strings.Contains(raw, `"h10"`) || strings.Contains(raw, "t10") || strings.Contains(raw, "c10") {
+		t.Fatalf("create with proto names: %d %s, want the config without its secrets", code, raw)
+	}
+	if set := rpc(t, base, `{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"`+id+`","pushNotificationConfig":{"id":"h03","url":"`+h03.URL+`","token":"t03"}}}`); set.body.Error != nil {
+		t.Fatalf("0.3 set: %s", set.raw)
 	}
 	code, _, raw = restCall(t, "GET", base+"/tasks/"+id+"/pushNotificationConfigs", "")
-	if code != http.StatusOK || !strings.Contains(raw, `"with-message"`) || !strings.Contains(raw, `"created"`) || !strings.Contains(raw, `"Bearer"`) {
-		t.Errorf("list: %d %s, want both configs with their schemes", code, raw)
+	if code != http.StatusOK || !strings.Contains(raw, `"with-message"`) || !strings.Contains(raw, `"h10"`) || !strings.Contains(raw, `"h03"`) {
+		t.Errorf("list: %d %s, want the three configs", code, raw)
 	}
+
+	// Refused at config time, nothing stored.
+	e2 := newEnv(t, envConfig{events: true, opts: []a2a.Option{a2a.WithPushNotifications(a2a.PushOptions{})}})
+	code, _, raw = restCall(t, "POST", e2.agentURL("chat")+"/message:send", `{"message": {"messageId": "q-1", "role": "ROLE_USER", "parts": [{"text": "ask"}]}}`)
+	var sent2 struct {
+		Task core.Task `json:"task"`
+	}
+	if code != 200 || json.Unmarshal([]byte(raw), &sent2) != nil {
+		t.Fatalf("message:send: %d %s", code, raw)
+	}
+	id2 := string(sent2.Task.ID)
+	for _, tc := range []struct{ name, body, says string }{
+		{"scheme", `{"url": "https://hooks.example.com/a", "authentication": {"scheme": "Digest", "credentials": "x"}}`, "Digest"},
+		{"no credentials", `{"url": "https://hooks.example.com/a", "authentication": {"scheme": "Bearer"}}`, "credentials"},
+		{"loopback", `{"url": "http://127.0.0.1:9/hook"}`, "127.0.0.1"},
+	} {
+		code, rerr, raw := restCall(t, "POST", e2.agentURL("chat")+"/tasks/"+id2+"/pushNotificationConfigs", tc.body)
+		if code != 400 || rerr == nil || rerr.reason() != "INVALID_PARAMS" || !strings.Contains(rerr.Message, tc.says) {
+			t.Errorf("%s: %d %s, want 400 INVALID_PARAMS naming %s", tc.name, code, raw, tc.says)
+		}
+	}
+	if code, _, raw := restCall(t, "GET", e2.agentURL("chat")+"/tasks/"+id2+"/pushNotificationConfigs", ""); code != 200 || strings.Contains(raw, "hooks.example.com") || strings.Contains(raw, "127.0.0.1") {
+		t.Errorf("refused configs were stored: %d %s", code, raw)
+	}
+
+	// The answer completes the task: h10 hears 1.0, h03 hears 0.3.
+	if code, _, raw := restCall(t, "POST", base+"/message:send", `{"message": {"message_id": "p-2", "task_id": "`+id+`", "role": "ROLE_USER", "parts": [{"text": "eve"}]}}`); code != 200 || !strings.Contains(raw, "TASK_STATE_COMPLETED") {
+		t.Fatalf("answer: %d %s", code, raw)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b10, _ := rc10.snapshot()
+		b03, _ := rc03.snapshot()
+		if len(b10) > 0 && state10(b10[len(b10)-1]) == "TASK_STATE_COMPLETED" && len(b03) > 0 && state03(b03[len(b03)-1]) == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notifications: 1.0 %v; 0.3 %v", b10, b03)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, r := range []struct {
+		rc           *rawReceiver
+		token, creds string
+	}{{rc10, "t10", "c10"}, {rcMsg, "tok", "c"}} {
+		b10, hd10 := r.rc.snapshot()
+		if len(b10) == 0 {
+			t.Errorf("the config with token %s heard nothing", r.token)
+		}
+		for i := range b10 {
+			if _, ok := b10[i]["statusUpdate"]; !ok || hd10[i].Get("A2A-Notification-Token") != r.token || hd10[i].Get("Authorization") != "Bearer "+r.creds {
+				t.Errorf("1.0 notification %d: %v %v", i, b10[i], hd10[i])
+			}
+		}
+	}
+	b03, hd03 := rc03.snapshot()
+	for i := range b03 {
+		if b03[i]["kind"] != "task" || hd03[i].Get("X-A2A-Notification-Token") != "t03" {
+			t.Errorf("0.3 notification %d: %v %v", i, b03[i], hd03[i])
+		}
+	}
+}
+
+// TestRESTErrorDetails: an error's data reaches a2a-go's REST client as
+// the error's details (issue 22 item 11 on this binding): a message in a
+// busy context under the reject strategy names the context, the active
+// task and its state.
+func TestRESTErrorDetails(t *testing.T) {
+	e := threadEnv(t, true, a2a.WithThreadStrategy(runs.StrategyReject))
+	c := e.client(t, "memo", "rest")
+	first := send(t, c, inContext("wait", "busy-rest"), &core.SendMessageConfig{ReturnImmediately: true})
+	waitState(t, c, first.ID, core.TaskStateWorking)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.SendMessage(ctx, &core.SendMessageRequest{Message: inContext("second", "busy-rest")})
+	var aerr *core.Error
+	if !errors.Is(err, core.ErrUnsupportedOperation) || !errors.As(err, &aerr) {
+		t.Fatalf("second message on a busy context: %v, want UnsupportedOperation", err)
+	}
+	if aerr.Details["contextId"] != "busy-rest" || aerr.Details["activeTaskId"] != string(first.ID) || aerr.Details["activeTaskState"] != "working" {
+		t.Errorf("details %v, want contextId, activeTaskId %s, activeTaskState working", aerr.Details, first.ID)
+	}
+	waitState(t, c, first.ID, core.TaskStateCompleted)
 }
