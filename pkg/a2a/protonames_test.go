@@ -235,3 +235,49 @@ func TestRESTErrorDetails(t *testing.T) {
 	}
 	waitState(t, c, first.ID, core.TaskStateCompleted)
 }
+
+// TestRPCProtoNames: JSON-RPC 1.0 params are the proto3 JSON mapping too:
+// a conversation whose params name fields by their proto names works,
+// GetTask and ListTasks take history_length and context_id, 0.3 methods
+// are not renamed (their schema is JSON), and a field given under both
+// names is -32600 naming both.
+func TestRPCProtoNames(t *testing.T) {
+	e := newEnv(t, envConfig{events: true})
+	url := e.agentURL("chat")
+	first := rpc(t, url, `{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"message_id": "rp-1", "context_id": "ctx-rpc", "role": "ROLE_USER", "parts": [{"text": "ask"}], "metadata": {"trace_id": "t"}}, "configuration": {"history_length": 5}}}`)
+	var sent struct {
+		Task struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"task"`
+	}
+	if first.body.Error != nil || json.Unmarshal(first.body.Result, &sent) != nil || sent.Task.Status.State != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("SendMessage with proto names: %s", first.raw)
+	}
+	answer := rpc(t, url, `{"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {"message_id": "rp-2", "task_id": "`+sent.Task.ID+`", "role": "ROLE_USER", "parts": [{"text": "eve"}]}}}`)
+	if answer.body.Error != nil || !strings.Contains(answer.raw, "TASK_STATE_COMPLETED") {
+		t.Fatalf("answer with task_id: %s", answer.raw)
+	}
+	got := rpc(t, url, `{"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": "`+sent.Task.ID+`", "history_length": 1}}`)
+	if got.body.Error != nil || !strings.Contains(got.raw, `"rp-2"`) || strings.Contains(got.raw, `"rp-1"`) {
+		t.Errorf("GetTask with history_length 1: %s, want only the newest message", got.raw)
+	}
+	list := rpc(t, url, `{"jsonrpc": "2.0", "id": 4, "method": "ListTasks", "params": {"context_id": "ctx-rpc", "page_size": 5}}`)
+	if list.body.Error != nil || !strings.Contains(list.raw, sent.Task.ID) || !strings.Contains(list.raw, `"pageSize":5`) {
+		t.Errorf("ListTasks with context_id: %s", list.raw)
+	}
+	before := e.stored(t)
+	twice := rpc(t, url, `{"jsonrpc": "2.0", "id": 5, "method": "SendMessage", "params": {"message": {"message_id": "a", "messageId": "b", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}`)
+	if twice.body.Error == nil || twice.body.Error.Code != -32600 || !strings.Contains(twice.body.Error.Message, `"message.messageId" is given twice`) {
+		t.Errorf("both names: %s, want -32600 naming both", twice.raw)
+	}
+	legacy := rpc(t, url, `{"jsonrpc": "2.0", "id": 6, "method": "message/send", "params": {"message": {"kind": "message", "message_id": "x", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}}}`)
+	if legacy.body.Error == nil || legacy.body.Error.Code != -32602 {
+		t.Errorf("0.3 message/send with message_id: %s, want -32602 (the 0.3 schema names messageId)", legacy.raw)
+	}
+	if after := e.stored(t); after != before {
+		t.Errorf("a refused request changed the runs:\n%s\n%s", before, after)
+	}
+}

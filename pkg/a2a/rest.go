@@ -52,12 +52,19 @@ type restRoute struct {
 	query []string // query parameters it takes (JSON names; proto names are accepted too)
 }
 
-// The proto messages of the request bodies.
+// The proto messages of the request bodies (HTTP+JSON) and params
+// (JSON-RPC 1.0).
 var (
 	sendProto      = newProtoMessage((*pb.SendMessageRequest)(nil))
 	cancelProto    = newProtoMessage((*pb.CancelTaskRequest)(nil))
 	subscribeProto = newProtoMessage((*pb.SubscribeToTaskRequest)(nil))
 	pushProto      = newProtoMessage((*pb.TaskPushNotificationConfig)(nil))
+	// and of the JSON-RPC 1.0 params that are no REST body
+	getProto        = newProtoMessage((*pb.GetTaskRequest)(nil))
+	listProto       = newProtoMessage((*pb.ListTasksRequest)(nil))
+	getPushProto    = newProtoMessage((*pb.GetTaskPushNotificationConfigRequest)(nil))
+	listPushProto   = newProtoMessage((*pb.ListTaskPushNotificationConfigsRequest)(nil))
+	deletePushProto = newProtoMessage((*pb.DeleteTaskPushNotificationConfigRequest)(nil))
 )
 
 // restRouteFor finds the method of a REST request by its path under the
