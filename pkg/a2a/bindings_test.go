@@ -254,7 +254,10 @@ func TestRESTStreamingOff(t *testing.T) {
 }
 
 // TestRESTAuthAndHost: the HTTP+JSON routes are behind the API's bearer
-// token (the card stays public) and its Host check, as JSON-RPC is.
+// token (the card stays public) and its Host check, as JSON-RPC is; the
+// refusals are the binding's error object, so that a2a-go's REST client
+// reports them as unauthenticated and permission denied (not as a
+// server error).
 func TestRESTAuthAndHost(t *testing.T) {
 	const token = "s3cret"
 	e := newEnv(t, envConfig{token: token})
@@ -262,22 +265,50 @@ func TestRESTAuthAndHost(t *testing.T) {
 	msg := `{"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}`
 	before := e.stored(t)
 	for _, auth := range []string{"", "Bearer wrong", "Basic czNjcmV0", token} {
-		for _, r := range [][2]string{{"POST", "/message:send"}, {"GET", "/tasks"}, {"GET", "/tasks/x"}, {"POST", "/tasks/x:cancel"}, {"GET", "/tasks/x:subscribe"}} {
+		for _, r := range [][2]string{{"POST", "/message:send"}, {"POST", "/message:stream"}, {"GET", "/tasks"}, {"GET", "/tasks/x"}, {"POST", "/tasks/x:cancel"}, {"GET", "/tasks/x:subscribe"}, {"GET", "/tasks/x/pushNotificationConfigs"}, {"GET", "/nothing"}} {
 			var headers []string
 			if auth != "" {
 				headers = []string{"Authorization", auth}
 			}
-			code, _, raw := restCall(t, r[0], base+r[1], map[bool]string{true: msg}[r[1] == "/message:send"], headers...)
-			if code != http.StatusUnauthorized {
-				t.Errorf("%s %s with Authorization %q: %d %s, want 401", r[0], r[1], auth, code, raw)
+			code, rerr, raw := restCall(t, r[0], base+r[1], map[bool]string{true: msg}[strings.HasPrefix(r[1], "/message:")], headers...)
+			if code != http.StatusUnauthorized || rerr == nil || rerr.Code != 401 || rerr.Status != "UNAUTHENTICATED" || rerr.reason() != "UNAUTHENTICATED" || !strings.Contains(rerr.Message, "token") {
+				t.Errorf("%s %s with Authorization %q: %d %s, want 401 with the error object, UNAUTHENTICATED, saying what to send", r[0], r[1], auth, code, raw)
 			}
 		}
 	}
-	if e.stored(t) != before {
-		t.Error("an unauthenticated request stored a run")
+	// JSON-RPC keeps the API's answer: its clients read the HTTP status.
+	if code, _, raw := restCall(t, "POST", base, `{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}`); code != http.StatusUnauthorized || !strings.Contains(raw, "bearer token") {
+		t.Errorf("JSON-RPC without a token: %d %s", code, raw)
 	}
 	if code, _, raw := restCall(t, "GET", base+"/.well-known/agent-card.json", ""); code != 200 {
 		t.Errorf("the card needs no token: %d %s", code, raw)
+	}
+
+	// a2a-go's REST client: no token, a wrong one, the right one.
+	for _, tc := range []struct {
+		name string
+		opts []a2aclient.FactoryOption
+	}{{"no token", nil}, {"wrong token", []a2aclient.FactoryOption{a2aclient.WithCallInterceptors(bearer("wrong"))}}} {
+		c := e.client(t, "chat", "rest", tc.opts...)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.SendMessage(ctx, &core.SendMessageRequest{Message: text("hi")})
+		if !errors.Is(err, core.ErrUnauthenticated) || errors.Is(err, core.ErrServerError) {
+			t.Errorf("%s: SendMessage: %v, want unauthenticated", tc.name, err)
+		}
+		_, err = c.GetTask(ctx, &core.GetTaskRequest{ID: "x"})
+		if !errors.Is(err, core.ErrUnauthenticated) {
+			t.Errorf("%s: GetTask: %v, want unauthenticated", tc.name, err)
+		}
+		for _, err := range c.SendStreamingMessage(ctx, &core.SendMessageRequest{Message: text("hi")}) {
+			if !errors.Is(err, core.ErrUnauthenticated) {
+				t.Errorf("%s: SendStreamingMessage: %v, want unauthenticated", tc.name, err)
+			}
+			break
+		}
+		cancel()
+	}
+	if e.stored(t) != before {
+		t.Error("an unauthenticated request stored a run")
 	}
 	c := e.client(t, "chat", "rest", a2aclient.WithCallInterceptors(bearer(token)))
 	wantState(t, send(t, c, text("hi"), nil), core.TaskStateCompleted)
@@ -286,14 +317,34 @@ func TestRESTAuthAndHost(t *testing.T) {
 	// DNS name cannot call the agent through the browser.
 	h := newEnv(t, envConfig{hostCheck: true})
 	for _, r := range [][2]string{{"POST", "/message:send"}, {"GET", "/tasks"}} {
-		code, _, raw := restCall(t, r[0], h.agentURL("chat")+r[1], map[bool]string{true: msg}[r[0] == "POST"], "Host", "evil.example")
-		if code != http.StatusForbidden {
-			t.Errorf("%s %s with Host evil.example: %d %s, want 403", r[0], r[1], code, raw)
+		code, rerr, raw := restCall(t, r[0], h.agentURL("chat")+r[1], map[bool]string{true: msg}[r[0] == "POST"], "Host", "evil.example")
+		if code != http.StatusForbidden || rerr == nil || rerr.Status != "PERMISSION_DENIED" || rerr.reason() != "UNAUTHORIZED" || !strings.Contains(rerr.Message, "Host") {
+			t.Errorf("%s %s with Host evil.example: %d %s, want 403 with the error object, PERMISSION_DENIED", r[0], r[1], code, raw)
 		}
+	}
+	// A browser page of another origin: the API's cross-origin check.
+	if code, rerr, raw := restCall(t, "POST", h.agentURL("chat")+"/message:send", msg, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example"); code != http.StatusForbidden || rerr == nil || rerr.reason() != "UNAUTHORIZED" {
+		t.Errorf("cross-origin: %d %s, want 403 with the error object", code, raw)
+	}
+	evil := &http.Client{Transport: hostRewriter{"evil.example"}}
+	hc := h.client(t, "chat", "rest", a2aclient.WithRESTTransport(evil))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := hc.SendMessage(ctx, &core.SendMessageRequest{Message: text("hi")}); !errors.Is(err, core.ErrUnauthorized) {
+		t.Errorf("a2a-go REST client with Host evil.example: %v, want permission denied", err)
 	}
 	if code, _, raw := restCall(t, "GET", h.agentURL("chat")+"/tasks", "", "Host", "localhost"); code != 200 {
 		t.Errorf("Host localhost: %d %s", code, raw)
 	}
+}
+
+// hostRewriter sends every request with another Host header.
+type hostRewriter struct{ host string }
+
+func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Host = h.host
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // bearer is a call interceptor that sends a bearer token.

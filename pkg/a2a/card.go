@@ -117,7 +117,12 @@ func cardJSON(r *http.Request, card *core.AgentCard) ([]byte, error) {
 //	}
 //	h.Handle(a2a.Pattern, srv)
 //	http.ListenAndServe(addr, srv.PublicCards(h))
+//
+// The refusals of next on the HTTP+JSON binding's paths (401 without a
+// valid token, 403) are written in the binding's error object
+// ([Server.BindingErrors]).
 func (s *Server) PublicCards(next http.Handler) http.Handler {
+	next = s.BindingErrors(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:

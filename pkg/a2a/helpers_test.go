@@ -205,7 +205,7 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 		t.Fatal(err)
 	}
 	h.Handle(a2a.Pattern, a)
-	srv := httptest.NewServer(h.GuardHost(a.PublicCards(h)))
+	srv := httptest.NewServer(a.BindingErrors(h.GuardHost(a.PublicCards(h))))
 	var gs *grpc.Server
 	if gln != nil {
 		gs = a.NewGRPCServer(a2a.GRPCConfig{Token: cfg.token})

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
+	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
 
 	"github.com/superstep/superstep/pkg/internal/jsonin"
@@ -45,8 +46,26 @@ type restRoute struct {
 	name      string // the A2A 1.0 method
 	streaming bool
 	body      func(json.RawMessage) error // checks the body; nil: no body is read
-	query     []string                    // query parameters it takes
+	// proto is the proto message of the body, whose proto field names
+	// (message_id) are accepted beside the JSON names (protoNames).
+	proto *protoMessage
+	query []string // query parameters it takes (JSON names; proto names are accepted too)
 }
+
+// The proto messages of the request bodies (HTTP+JSON) and params
+// (JSON-RPC 1.0).
+var (
+	sendProto      = newProtoMessage((*pb.SendMessageRequest)(nil))
+	cancelProto    = newProtoMessage((*pb.CancelTaskRequest)(nil))
+	subscribeProto = newProtoMessage((*pb.SubscribeToTaskRequest)(nil))
+	pushProto      = newProtoMessage((*pb.TaskPushNotificationConfig)(nil))
+	// and of the JSON-RPC 1.0 params that are no REST body
+	getProto        = newProtoMessage((*pb.GetTaskRequest)(nil))
+	listProto       = newProtoMessage((*pb.ListTasksRequest)(nil))
+	getPushProto    = newProtoMessage((*pb.GetTaskPushNotificationConfigRequest)(nil))
+	listPushProto   = newProtoMessage((*pb.ListTaskPushNotificationConfigsRequest)(nil))
+	deletePushProto = newProtoMessage((*pb.DeleteTaskPushNotificationConfigRequest)(nil))
+)
 
 // restRouteFor finds the method of a REST request by its path under the
 // agent and its HTTP method. allow is set when the path is known but the
@@ -54,9 +73,9 @@ type restRoute struct {
 func restRouteFor(method, path string) (rt restRoute, allow string, ok bool) {
 	switch path {
 	case "/message:send":
-		return restRoute{name: "SendMessage", body: decodeAs[core.SendMessageRequest]}, "POST", method == http.MethodPost
+		return restRoute{name: "SendMessage", body: decodeAs[core.SendMessageRequest], proto: &sendProto}, "POST", method == http.MethodPost
 	case "/message:stream":
-		return restRoute{name: "SendStreamingMessage", streaming: true, body: decodeAs[core.SendMessageRequest]}, "POST", method == http.MethodPost
+		return restRoute{name: "SendStreamingMessage", streaming: true, body: decodeAs[core.SendMessageRequest], proto: &sendProto}, "POST", method == http.MethodPost
 	case "/tasks":
 		return restRoute{name: "ListTasks", query: []string{"contextId", "status", "pageSize", "pageToken", "historyLength", "statusTimestampAfter", "lastUpdatedAfter", "includeArtifacts"}}, "GET", method == http.MethodGet
 	case "/extendedAgentCard":
@@ -70,9 +89,9 @@ func restRouteFor(method, path string) (rt restRoute, allow string, ok bool) {
 	if !hasSub {
 		switch {
 		case strings.HasSuffix(id, ":cancel"):
-			return restRoute{name: "CancelTask", body: decodeAs[core.CancelTaskRequest]}, "POST", method == http.MethodPost
+			return restRoute{name: "CancelTask", body: decodeAs[core.CancelTaskRequest], proto: &cancelProto}, "POST", method == http.MethodPost
 		case strings.HasSuffix(id, ":subscribe"):
-			return restRoute{name: "SubscribeToTask", streaming: true, body: decodeAs[core.SubscribeToTaskRequest]}, "GET, POST", method == http.MethodGet || method == http.MethodPost
+			return restRoute{name: "SubscribeToTask", streaming: true, body: decodeAs[core.SubscribeToTaskRequest], proto: &subscribeProto}, "GET, POST", method == http.MethodGet || method == http.MethodPost
 		case strings.Contains(id, ":"):
 			return restRoute{}, "", false
 		}
@@ -83,7 +102,7 @@ func restRouteFor(method, path string) (rt restRoute, allow string, ok bool) {
 	case !more:
 		switch method {
 		case http.MethodPost:
-			return restRoute{name: "CreateTaskPushNotificationConfig", body: decodeAs[core.PushConfig]}, "GET, POST", true
+			return restRoute{name: "CreateTaskPushNotificationConfig", body: decodeAs[core.PushConfig], proto: &pushProto}, "GET, POST", true
 		case http.MethodGet:
 			return restRoute{name: "ListTaskPushNotificationConfigs", query: []string{"pageSize", "pageToken"}}, "GET, POST", true
 		}
@@ -133,8 +152,9 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use POST %s/message:send, then GET %s/tasks/{id}", rt.name, base, base)))
 		return
 	}
-	if err := checkRESTQuery(rt, r.URL.Query()); err != nil {
-		writeRESTError(w, http.StatusBadRequest, err)
+	q, qerr := checkRESTQuery(rt, r.URL.Query())
+	if qerr != nil {
+		writeRESTError(w, http.StatusBadRequest, qerr)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
@@ -147,18 +167,15 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrParseError, "could not read the request body"))
 		return
 	}
-	if rerr := checkRESTBody(rt, body); rerr != nil {
+	body, rerr := checkRESTBody(rt, body)
+	if rerr != nil {
 		writeRESTError(w, http.StatusBadRequest, rerr)
 		return
 	}
 	ctx := r.Context()
 	r2 := r.Clone(ctx)
 	r2.URL.Path, r2.URL.RawPath = path, ""
-	if q := r2.URL.Query(); q.Has("lastUpdatedAfter") && !q.Has("statusTimestampAfter") {
-		// a2a-go v2.4.0's REST client names the filter lastUpdatedAfter,
-		// its server (and the proto) statusTimestampAfter.
-		q.Set("statusTimestampAfter", q.Get("lastUpdatedAfter"))
-		q.Del("lastUpdatedAfter")
+	if q != nil {
 		r2.URL.RawQuery = q.Encode()
 	}
 	if rt.body == nil || len(bytes.TrimSpace(body)) == 0 {
@@ -178,16 +195,35 @@ func supportedREST(v string) bool {
 
 // checkRESTQuery checks the query parameters a method reads, as the
 // JSON-RPC endpoint checks the same fields of its params (the SDK's
-// transport refuses malformed ones without saying which).
-func checkRESTQuery(rt restRoute, q url.Values) *core.Error {
+// transport refuses malformed ones without saying which). A parameter
+// may be named by its proto field name (history_length) as by its JSON
+// name (historyLength), not by both. It returns the query to hand on when
+// it differs from q (names rewritten to the JSON names the SDK reads),
+// else nil.
+func checkRESTQuery(rt restRoute, q url.Values) (url.Values, *core.Error) {
+	changed := false
 	for k, vs := range q {
 		for _, v := range vs {
 			if !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return core.NewError(core.ErrInvalidParams, "the query is not valid UTF-8")
+				return nil, core.NewError(core.ErrInvalidParams, "the query is not valid UTF-8")
 			}
 		}
+	}
+	for _, k := range rt.query {
+		alias := snakeCase(k)
+		if alias == k || k == "lastUpdatedAfter" || !q.Has(alias) {
+			continue
+		}
+		if q.Has(k) {
+			return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("query parameter %q is given twice, as %q and %q; give it once", k, alias, k))
+		}
+		q[k] = q[alias]
+		delete(q, alias)
+		changed = true
+	}
+	for k, vs := range q {
 		if len(vs) > 1 && contains(rt.query, k) {
-			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("query parameter %q is given %d times; give it once", k, len(vs)))
+			return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("query parameter %q is given %d times; give it once", k, len(vs)))
 		}
 	}
 	for _, k := range rt.query {
@@ -199,24 +235,51 @@ func checkRESTQuery(rt restRoute, q url.Values) *core.Error {
 		case "pageSize":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 100 {
-				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("pageSize %q must be a whole number between 1 and 100 (leave it out for 50)", v))
+				return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("pageSize %q must be a whole number between 1 and 100 (leave it out for 50)", v))
 			}
 		case "historyLength":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("historyLength %q must be a whole number, 0 or more", v))
+				return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("historyLength %q must be a whole number, 0 or more", v))
 			}
 		case "statusTimestampAfter", "lastUpdatedAfter":
 			if _, err := time.Parse(time.RFC3339, v); err != nil {
-				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s %q must be an RFC 3339 time such as 2025-01-02T15:04:05Z", k, v))
+				return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s %q must be an RFC 3339 time such as 2025-01-02T15:04:05Z", k, v))
 			}
 		case "includeArtifacts":
 			if _, err := strconv.ParseBool(v); err != nil {
-				return core.NewError(core.ErrInvalidParams, fmt.Sprintf("includeArtifacts %q must be true or false", v))
+				return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("includeArtifacts %q must be true or false", v))
 			}
 		}
 	}
-	return nil
+	if q.Has("lastUpdatedAfter") {
+		// a2a-go v2.4.0's REST client names the filter lastUpdatedAfter,
+		// its server (and the proto) statusTimestampAfter.
+		if q.Has("statusTimestampAfter") {
+			return nil, core.NewError(core.ErrInvalidParams, "query parameters \"statusTimestampAfter\" and \"lastUpdatedAfter\" name the same filter; give one")
+		}
+		q.Set("statusTimestampAfter", q.Get("lastUpdatedAfter"))
+		q.Del("lastUpdatedAfter")
+		changed = true
+	}
+	if !changed {
+		return nil, nil
+	}
+	return q, nil
+}
+
+// snakeCase is the proto field name of a lowerCamelCase JSON name
+// (historyLength → history_length).
+func snakeCase(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if 'A' <= r && r <= 'Z' {
+			b.WriteByte('_')
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func contains(list []string, s string) bool {
@@ -231,35 +294,59 @@ func contains(list []string, s string) bool {
 // checkRESTBody checks a request body as serveRPC checks JSON-RPC
 // params: well-formed, UTF-8, no lone surrogates, not too deep, no
 // repeated keys (jsonin), an object, and decodable as the method's
-// request. A method without a body takes none (or an empty object).
-func checkRESTBody(rt restRoute, body []byte) *core.Error {
+// request. Fields named by their proto names (message_id) are renamed to
+// their JSON names (protoNames) first, and the renamed body, which it
+// returns, is checked again. A method without a body takes none (or an
+// empty object).
+func checkRESTBody(rt restRoute, body []byte) ([]byte, *core.Error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		if rt.body != nil && (rt.name == "SendMessage" || rt.name == "SendStreamingMessage" || rt.name == "CreateTaskPushNotificationConfig") {
-			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s needs a JSON object in the request body", rt.name))
+			return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s needs a JSON object in the request body", rt.name))
 		}
-		return nil
+		return body, nil
 	}
+	if err := checkJSON(body); err != nil {
+		return nil, err
+	}
+	if trimmed[0] != '{' {
+		return nil, core.NewError(core.ErrInvalidParams, "the request body must be a JSON object")
+	}
+	if rt.body == nil {
+		if string(trimmed) != "{}" {
+			return nil, core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s takes no request body (its parameters are in the path and the query)", rt.name))
+		}
+		return body, nil
+	}
+	if rt.proto != nil {
+		renamed, err := protoNames(*rt.proto, trimmed)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(renamed, trimmed) {
+			// Renaming may make keys that differ only in case.
+			if err := checkJSON(renamed); err != nil {
+				return nil, err
+			}
+			trimmed = renamed
+		}
+	}
+	if err := rt.body(trimmed); err != nil {
+		return nil, core.NewError(core.ErrInvalidParams, "invalid params: "+strings.TrimPrefix(jsonin.Explain(err), "json: "))
+	}
+	return trimmed, nil
+}
+
+// checkJSON checks a body with jsonin and for well-formed JSON.
+func checkJSON(body []byte) *core.Error {
 	if err := jsonin.Check(body); err != nil {
 		if !utf8.Valid(body) {
 			return core.NewError(core.ErrParseError, err.Error()) // JSON text is UTF-8
 		}
 		return core.NewError(core.ErrInvalidRequest, err.Error())
 	}
-	if !json.Valid(trimmed) {
+	if !json.Valid(body) {
 		return core.NewError(core.ErrParseError, "the request body is not valid JSON")
-	}
-	if trimmed[0] != '{' {
-		return core.NewError(core.ErrInvalidParams, "the request body must be a JSON object")
-	}
-	if rt.body == nil {
-		if string(trimmed) != "{}" {
-			return core.NewError(core.ErrInvalidParams, fmt.Sprintf("%s takes no request body (its parameters are in the path and the query)", rt.name))
-		}
-		return nil
-	}
-	if err := rt.body(trimmed); err != nil {
-		return core.NewError(core.ErrInvalidParams, "invalid params: "+strings.TrimPrefix(jsonin.Explain(err), "json: "))
 	}
 	return nil
 }
@@ -291,6 +378,10 @@ func writeRESTError(w http.ResponseWriter, code int, err *core.Error) {
 		st = "UNIMPLEMENTED"
 	case errors.Is(err, core.ErrInternalError):
 		st = "INTERNAL"
+	case errors.Is(err, core.ErrUnauthenticated):
+		st = "UNAUTHENTICATED"
+	case errors.Is(err, core.ErrUnauthorized):
+		st = "PERMISSION_DENIED"
 	}
 	body := restError{Error: restStatus{Code: code, Status: st, Message: err.Error(), Details: []*errordetails.Typed{
 		errordetails.NewErrorInfo(core.ErrorReason(err), core.ProtocolDomain, map[string]string{"timestamp": time.Now().UTC().Format(time.RFC3339)}),

@@ -57,6 +57,10 @@ type method struct {
 	// one as null (a nil slice); idWriter writes [].
 	list  bool
 	check func(json.RawMessage) error
+	// proto is the proto message of a 1.0 method's params, whose proto
+	// field names (message_id) are accepted beside the JSON names
+	// (protoNames), as proto3 JSON parsers do.
+	proto *protoMessage
 }
 
 func decodeAs[T any](raw json.RawMessage) error {
@@ -78,25 +82,25 @@ func checkLegacySend(raw json.RawMessage) error {
 func lookupMethod(name string) (method, bool) {
 	switch name {
 	case "SendMessage":
-		return method{check: decodeAs[core.SendMessageRequest]}, true
+		return method{check: decodeAs[core.SendMessageRequest], proto: &sendProto}, true
 	case "SendStreamingMessage":
-		return method{streaming: true, check: decodeAs[core.SendMessageRequest]}, true
+		return method{streaming: true, check: decodeAs[core.SendMessageRequest], proto: &sendProto}, true
 	case "GetTask":
-		return method{check: decodeAs[core.GetTaskRequest]}, true
+		return method{check: decodeAs[core.GetTaskRequest], proto: &getProto}, true
 	case "ListTasks":
-		return method{optional: true, check: decodeAs[core.ListTasksRequest]}, true
+		return method{optional: true, check: decodeAs[core.ListTasksRequest], proto: &listProto}, true
 	case "CancelTask":
-		return method{check: decodeAs[core.CancelTaskRequest]}, true
+		return method{check: decodeAs[core.CancelTaskRequest], proto: &cancelProto}, true
 	case "SubscribeToTask":
-		return method{streaming: true, check: decodeAs[core.SubscribeToTaskRequest]}, true
+		return method{streaming: true, check: decodeAs[core.SubscribeToTaskRequest], proto: &subscribeProto}, true
 	case "GetTaskPushNotificationConfig":
-		return method{check: decodeAs[core.GetTaskPushConfigRequest]}, true
+		return method{check: decodeAs[core.GetTaskPushConfigRequest], proto: &getPushProto}, true
 	case "CreateTaskPushNotificationConfig":
-		return method{check: decodeAs[core.PushConfig]}, true
+		return method{check: decodeAs[core.PushConfig], proto: &pushProto}, true
 	case "ListTaskPushNotificationConfigs":
-		return method{check: decodeAs[core.ListTaskPushConfigRequest]}, true
+		return method{check: decodeAs[core.ListTaskPushConfigRequest], proto: &listPushProto}, true
 	case "DeleteTaskPushNotificationConfig":
-		return method{noResult: true, check: decodeAs[core.DeleteTaskPushConfigRequest]}, true
+		return method{noResult: true, check: decodeAs[core.DeleteTaskPushConfigRequest], proto: &deletePushProto}, true
 	case "GetExtendedAgentCard":
 		return method{optional: true, check: decodeAs[core.GetExtendedAgentCardRequest]}, true
 
@@ -181,7 +185,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request) {
 			alt = "message/send or tasks/get"
 		}
 		rpcErr = &rpcError{codeUnsupported, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use %s", name, alt)}
-	} else {
+	} else if params, rpcErr = rpcProtoNames(m, params); rpcErr == nil {
 		rpcErr = checkParams(name, m, params)
 	}
 	if rpcErr != nil {
@@ -456,6 +460,26 @@ func parseEnvelope(body []byte) (id json.RawMessage, notification bool, params j
 		return id, !hasID, nil, name, m, &rpcError{codeMethodNotFound, fmt.Sprintf("method %q is not an A2A method; use SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask (A2A 1.0), or message/send, message/stream, tasks/get, tasks/cancel or tasks/resubscribe (A2A 0.3)", name)}
 	}
 	return id, !hasID, bytes.TrimSpace(env["params"]), name, m, nil
+}
+
+// rpcProtoNames renames the proto field names of a 1.0 method's params
+// to their JSON names (protoNames), and checks the renamed params again
+// with jsonin (renaming may make keys that differ only in case).
+func rpcProtoNames(m method, params json.RawMessage) (json.RawMessage, *rpcError) {
+	if m.proto == nil || len(params) == 0 || params[0] != '{' {
+		return params, nil
+	}
+	renamed, err := protoNames(*m.proto, params)
+	if err != nil {
+		return nil, &rpcError{codeInvalidRequest, err.Message}
+	}
+	if bytes.Equal(renamed, params) {
+		return params, nil
+	}
+	if err := jsonin.Check(renamed); err != nil {
+		return nil, &rpcError{codeInvalidRequest, err.Error()}
+	}
+	return renamed, nil
 }
 
 // checkParams checks the params of a call to m.

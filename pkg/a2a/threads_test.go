@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,13 +26,21 @@ type MemoState struct {
 // memoGraph answers the last user message of its conversation, saying
 // what the user said before it, so that a reply shows what the run saw:
 //
-//	"wait"  answers after 400ms
+//	"wait"  answers after 400ms, or once hold is closed when it is not nil
 //	"slow"  runs until cancelled (or 30s)
 //	"ask"   asks for a colour (input-required), answers "colour <answer>"
 //
 // Text sent to it over A2A becomes a user message (agent.TextMessages).
-func memoGraph(t testing.TB) *pregel.Graph {
+func memoGraph(t testing.TB, hold <-chan struct{}) *pregel.Graph {
 	t.Helper()
+	waited := time.After
+	if hold != nil {
+		waited = func(time.Duration) <-chan time.Time {
+			c := make(chan time.Time, 1)
+			go func() { <-hold; c <- time.Now() }()
+			return c
+		}
+	}
 	b := agent.Register(pregel.NewGraph[MemoState]("memo")).Describe("Remembers what you said.")
 	b.AddFunc("reply", func(ctx context.Context, s MemoState) (MemoState, error) {
 		var said []string
@@ -49,7 +58,7 @@ func memoGraph(t testing.TB) *pregel.Graph {
 			select {
 			case <-ctx.Done():
 				return MemoState{}, ctx.Err()
-			case <-time.After(400 * time.Millisecond):
+			case <-waited(400 * time.Millisecond):
 			}
 		case `"slow"`:
 			select {
@@ -83,7 +92,14 @@ func memoGraph(t testing.TB) *pregel.Graph {
 // chat.
 func threadEnv(t testing.TB, sqlite bool, opts ...a2a.Option) *env {
 	t.Helper()
-	return newEnv(t, envConfig{events: true, sqlite: sqlite, threads: true, opts: opts, graphs: []*pregel.Graph{memoGraph(t), chatGraph(t)}})
+	return heldThreadEnv(t, sqlite, nil, opts...)
+}
+
+// heldThreadEnv is threadEnv whose memo "wait" answers once hold is closed
+// (not after 400ms), so that a test decides when the first task ends.
+func heldThreadEnv(t testing.TB, sqlite bool, hold <-chan struct{}, opts ...a2a.Option) *env {
+	t.Helper()
+	return newEnv(t, envConfig{events: true, sqlite: sqlite, threads: true, opts: opts, graphs: []*pregel.Graph{memoGraph(t, hold), chatGraph(t)}})
 }
 
 // inContext returns a text message in context id.
@@ -217,14 +233,34 @@ func TestThreadStrategies(t *testing.T) {
 			if tt.strategy != a2a.StrategyParallel {
 				opts = append(opts, a2a.WithThreadStrategy(tt.strategy)) // parallel: the default
 			}
-			e := threadEnv(t, true, opts...)
+			// The first task works until the test lets it end: for
+			// enqueue and interrupt (which waits for the first's step to
+			// end) once the second is queued behind it, for the others
+			// once the second message was answered (on a loaded machine
+			// a fixed wait could end first before the second arrived).
+			hold := make(chan struct{})
+			release := sync.OnceFunc(func() { close(hold) })
+			defer release()
+			e := heldThreadEnv(t, true, hold, opts...)
 			c := e.client(t, "memo", "1.0")
 			ctxID := "busy-" + string(tt.strategy)
 			first := send(t, c, inContext("wait", ctxID), &core.SendMessageConfig{ReturnImmediately: true})
 			waitState(t, c, first.ID, core.TaskStateWorking)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
+			if tt.strategy == runs.StrategyEnqueue || tt.strategy == runs.StrategyInterrupt {
+				go func() {
+					defer release()
+					for ctx.Err() == nil {
+						if page, err := e.svc.List(ctx, runs.Filter{ContextID: ctxID}); err == nil && len(page.Runs) >= 2 {
+							return
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				}()
+			}
 			res, err := c.SendMessage(ctx, &core.SendMessageRequest{Message: inContext("second", ctxID)})
+			release()
 			if tt.reply == "" {
 				if !errors.Is(err, core.ErrUnsupportedOperation) {
 					t.Fatalf("second message on a busy context: %v, %v; want UnsupportedOperationError (-32004)", res, err)

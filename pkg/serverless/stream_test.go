@@ -434,6 +434,20 @@ func TestConfigJWT(t *testing.T) {
 			t.Errorf("GET %s without a token: %d; want %d", path, st, want)
 		}
 	}
+	// The A2A HTTP+JSON binding's paths answer the JWT check's refusal in
+	// the binding's error object, which A2A clients read.
+	var refused struct {
+		Error struct {
+			Code    int    `json:"code"`
+			Status  string `json:"status"`
+			Details []struct {
+				Reason string `json:"reason"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if st := s.do("GET", "/a2a/"+loop.Name+"/tasks", nil, &refused); st != http.StatusUnauthorized || refused.Error.Status != "UNAUTHENTICATED" || len(refused.Error.Details) == 0 || refused.Error.Details[0].Reason != "UNAUTHENTICATED" {
+		t.Errorf("GET /a2a/%s/tasks without a token: %d %+v; want 401 UNAUTHENTICATED in the binding's error object", loop.Name, st, refused)
+	}
 }
 
 // TestWatchedRunsOnly checks the default, RUN_EVENTS=watched: a run

@@ -234,7 +234,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	}
 	// The web inspector at /, the API's routes keep precedence; with
 	// tracing on, a server span per API request.
-	srv := api.NewServer(env.s.wrap(inspector.New(tr.HTTPHandler(handler.GuardHost(agents.PublicCards(handler))))), api.ServerConfig{Logger: log})
+	srv := api.NewServer(env.s.wrap(inspector.New(tr.HTTPHandler(agents.BindingErrors(handler.GuardHost(agents.PublicCards(handler)))))), api.ServerConfig{Logger: log})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	var grpcSrv *grpc.Server
