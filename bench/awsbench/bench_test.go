@@ -352,6 +352,9 @@ type deployment struct {
 
 	// fan counts the executions of the fan-out's work tasks.
 	fan *fanCounter
+	// workers, above 1, is how many handlers the fan-out runs deliver to
+	// at once (deliverParallel).
+	workers int
 	// Handler invocations and their durations, by function.
 	invocations map[string]float64
 	durations   map[string]time.Duration
