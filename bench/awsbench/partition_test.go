@@ -31,13 +31,29 @@ type partitionMeter struct {
 	mu        sync.Mutex
 	perSecond map[string]map[int64]int // pk -> unix second -> writes
 	total     map[string]int           // pk -> writes
+	reads     map[string]int           // pk -> GetItem and Query requests
 	throttled int
 }
 
 func (p *partitionMeter) reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.perSecond, p.total, p.throttled = nil, nil, 0
+	p.perSecond, p.total, p.reads, p.throttled = nil, nil, nil, 0
+}
+
+// mostRead returns the most GetItem and Query requests made to one
+// partition key value over the run (each at least 1 RRU strongly
+// consistent), and the key.
+func (p *partitionMeter) mostRead() (int, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best, key := 0, ""
+	for pk, n := range p.reads {
+		if n > best {
+			best, key = n, pk
+		}
+	}
+	return best, key
 }
 
 // busiest returns the most writes made to one partition key value over the
@@ -83,7 +99,16 @@ func (p *partitionMeter) handle(ctx context.Context, in middleware.InitializeInp
 			pks = append(pks, v.Value)
 		}
 	}
+	var reads []string
 	switch r := in.Parameters.(type) {
+	case *dynamodb.GetItemInput:
+		if v, ok := r.Key["pk"].(*types.AttributeValueMemberS); ok {
+			reads = append(reads, v.Value)
+		}
+	case *dynamodb.QueryInput:
+		if v, ok := r.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS); ok {
+			reads = append(reads, v.Value)
+		}
 	case *dynamodb.PutItemInput:
 		pkOf(r.Item)
 	case *dynamodb.UpdateItemInput:
@@ -114,6 +139,16 @@ func (p *partitionMeter) handle(ctx context.Context, in middleware.InitializeInp
 				pkOf(w.ConditionCheck.Key)
 			}
 		}
+	}
+	if len(reads) > 0 {
+		p.mu.Lock()
+		if p.reads == nil {
+			p.reads = map[string]int{}
+		}
+		for _, pk := range reads {
+			p.reads[pk]++
+		}
+		p.mu.Unlock()
 	}
 	if len(pks) > 0 {
 		sec := time.Now().Unix()
