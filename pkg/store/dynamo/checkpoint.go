@@ -1231,7 +1231,26 @@ func (s *Store) openTasks(ctx context.Context, runID string, step int, items []m
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
 	}
-	return res, nil
+	return onePerTask(res), nil
+}
+
+// onePerTask keeps one result per task, the first final one (else the
+// first): a task has two only if recorded in both layouts of a step (a
+// node function from before sharding beside one after, shards.go).
+func onePerTask(res []pregel.TaskResult) []pregel.TaskResult {
+	at := make(map[string]int, len(res))
+	out := res[:0]
+	for _, r := range res {
+		i, seen := at[r.TaskID]
+		switch {
+		case !seen:
+			at[r.TaskID] = len(out)
+			out = append(out, r)
+		case !out[i].Final() && r.Final():
+			out[i] = r
+		}
+	}
+	return out
 }
 
 // decodeTasks decodes task result items, reading chunked ones.
