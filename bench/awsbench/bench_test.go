@@ -352,6 +352,11 @@ type deployment struct {
 
 	// fan counts the executions of the fan-out's work tasks.
 	fan *fanCounter
+	// workers, above 1, is how many handlers the fan-out runs deliver to
+	// at once (deliverParallel); redelivered counts the messages it
+	// handed out again after a handler refused them.
+	workers     int
+	redelivered int
 	// Handler invocations and their durations, by function.
 	invocations map[string]float64
 	durations   map[string]time.Duration
@@ -359,12 +364,18 @@ type deployment struct {
 
 func deploy(tb testing.TB, warm bool) *deployment {
 	tb.Helper()
+	return deployVisible(tb, warm, 30*time.Second)
+}
+
+// deployVisible is deploy with the queues' visibility timeout set.
+func deployVisible(tb testing.TB, warm bool, visibility time.Duration) *deployment {
+	tb.Helper()
 	srv := moto.Start(tb)
 	ctx := tb.Context()
 	var b [4]byte
 	rand.Read(b[:])
 	prefix := "bench-" + hex.EncodeToString(b[:])
-	cfg, err := serverless.Provision(ctx, srv.Config, serverless.Resources{Prefix: prefix, VisibilityTimeout: 30 * time.Second})
+	cfg, err := serverless.Provision(ctx, srv.Config, serverless.Resources{Prefix: prefix, VisibilityTimeout: visibility})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -670,6 +681,14 @@ func (q *queueMeter) next() (string, bool) {
 	url := q.sent[0]
 	q.sent = q.sent[1:]
 	return url, true
+}
+
+// requeue notes a message of url's queue that was not deleted and is to
+// be delivered again.
+func (q *queueMeter) requeue(url string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sent = append(q.sent, url)
 }
 
 func (q *queueMeter) snapshot() tally {

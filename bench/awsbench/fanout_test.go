@@ -3,6 +3,7 @@ package awsbench_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"sort"
@@ -11,13 +12,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/superstep/superstep/bench/awsbench"
+	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/serverless"
 )
 
 // fanGraph is Start -> split, which fans out one remote work task per
@@ -140,6 +147,9 @@ func (d *deployment) fanOutRun(tb testing.TB, name string, n, dupEvery int, st *
 		_, _, err := api.Service.Create(ctx, fanGraph, runs.CreateRequest{RunID: id, Input: json.RawMessage(fmt.Sprintf(`{"n": %d}`, n))})
 		return err
 	})
+	if d.workers > 1 {
+		d.deliverParallel(tb, dupEvery)
+	}
 	k := 0
 	for {
 		url, ok := d.queues.next()
@@ -220,7 +230,9 @@ func (d *deployment) deliverTimes(tb testing.TB, url string, dup bool) {
 // fanDeploy is a warm deployment with the commit timer and the partition
 // meter installed.
 func fanDeploy(tb testing.TB) (*deployment, *stamps) {
-	d := deploy(tb, true)
+	// Handlers at once on a loaded machine may take long; a message
+	// comes back only when the harness says so (deliverTimes, requeue).
+	d := deployVisible(tb, true, 10*time.Minute)
 	st := &stamps{commits: map[string]time.Time{}, commitCount: map[string]int{}, parts: &partitionMeter{}}
 	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, st.Install, st.parts.Install)
 	return d, st
@@ -292,4 +304,200 @@ func fanSummary(used tally, n int, lag time.Duration) string {
 	return fmt.Sprintf("fan-out of %d remote tasks, per task: %.2f DynamoDB requests (%.2f RRU, %.2f WRU; Query %.2f, GetItem %.2f, PutItem %.2f, UpdateItem %.2f, BatchWriteItem %.2f), %.2f SQS requests, %.2f Lambda invocations; $%.2f per 1M tasks at %v per invocation; last result to commit: %v",
 		n, per.sum("ddb.req."), per.sum("rru."), per.sum("wru."), per["ddb.req.Query"], per["ddb.req.GetItem"], per["ddb.req.PutItem"], per["ddb.req.UpdateItem"], per["ddb.req.BatchWriteItem"],
 		per.sum("sqs.req."), per.sum("inv."), awsbench.PerMillion(awsbench.Price(usage(per, assumedDuration)).Total()), assumedDuration, lag.Round(time.Microsecond))
+}
+
+// fanOutTasks10k is the width of BenchmarkAWSFanOut10000's step, and
+// fanOutWorkers the node handlers it runs at once.
+var (
+	fanOutTasks10k = flag.Int("fanout10k", 10000, "remote tasks in BenchmarkAWSFanOut10000's step")
+	fanOutWorkers  = flag.Int("fanout-workers", 8, "handlers BenchmarkAWSFanOut10000 runs at once")
+)
+
+// BenchmarkAWSFanOut10000 is BenchmarkAWSFanOut1000 with 10,000 remote
+// tasks (or -fanout10k N), delivered by -fanout-workers handlers at once
+// (8 by default), each with Apps of its own, as concurrent Lambda
+// execution environments: at one message at a time, as the 1,000-way
+// runs, a 10,000-way step takes hours on moto. It reports, besides the
+// 1,000-way's figures, the most writes made to one partition key value in
+// the run and the number of values written to (see partitionMeter).
+func BenchmarkAWSFanOut10000(b *testing.B) {
+	n, workers := *fanOutTasks10k, *fanOutWorkers
+	d, st := fanDeploy(b)
+	d.workers = workers
+	var used tally
+	var lag time.Duration
+	runs := 0
+	start := time.Now()
+	for b.Loop() {
+		u, l := d.fanOutRun(b, fmt.Sprintf("b%d", runs), n, 10, st)
+		used, lag = used.add(u), lag+l
+		runs++
+	}
+	if err := d.capacity.Err(); err != nil {
+		b.Fatal(err)
+	}
+	per := used.scale(1 / float64(runs*n))
+	peak, pk, throttled := st.parts.peak() // of the last run
+	most, mostPK, keys := st.parts.busiest()
+	readMost, readPK := st.parts.mostRead()
+	b.ReportMetric(float64(peak), "peak-writes/s/pk")
+	b.ReportMetric(float64(most), "max-writes/pk")
+	b.ReportMetric(float64(readMost), "max-reads/pk")
+	b.Logf("most reads (GetItem, Query) of one partition key value over the run: %d (%s): at least %.1f s at 3,000 RRU/s", readMost, readPK, float64(readMost)/3000)
+	b.ReportMetric(float64(throttled), "throttled-retries")
+	b.Logf("peak: %d writes in one second to partition key value %s (moto's pace with %d handlers at once); most writes to one value over the run: %d (%s), %d values written to: at least %.1f s at 1,000 WRU/s; %d throttled attempts retried; %v for %d run(s)",
+		peak, pk, workers, most, mostPK, keys, float64(most)/1000, throttled, time.Since(start).Round(time.Second), runs)
+	b.ReportMetric(per.sum("ddb.req."), "ddb-req/task")
+	b.ReportMetric(per.sum("sqs.req."), "sqs-req/task")
+	b.ReportMetric(per.sum("rru."), "RRU/task")
+	b.ReportMetric(per.sum("wru."), "WRU/task")
+	b.ReportMetric(awsbench.PerMillion(awsbench.Price(usage(per, assumedDuration)).Total()), "usd/1M-tasks@50ms")
+	b.ReportMetric(float64(lag.Microseconds())/1e3/float64(runs), "ms-last-result-to-commit")
+	b.Log(fanSummary(used.scale(1/float64(runs)), n, lag/time.Duration(runs)))
+	b.Logf("%d deliveries refused (another handler held the task's lease) and delivered again", d.redelivered)
+}
+
+// deliverParallel delivers every message sent until none is left, as
+// fanOutRun's loop does, with d.workers handlers at once, each with Apps
+// of its own (one warm execution environment per concurrent invocation),
+// every dupEvery-th node-task message handed to the handler twice.
+func (d *deployment) deliverParallel(tb testing.TB, dupEvery int) {
+	tb.Helper()
+	ctx := tb.Context()
+	var (
+		mu    sync.Mutex // busy, k, failed; d.invocations, d.durations
+		busy  int
+		k     int
+		fails []error
+	)
+	// take pops the next message's queue, or reports that none is left
+	// and no handler is running (none can send more).
+	take := func() (url string, dup, ok, done bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(fails) > 0 {
+			return "", false, false, true
+		}
+		url, ok = d.queues.next()
+		if !ok {
+			return "", false, false, busy == 0
+		}
+		busy++
+		if url == d.cfg.NodeQueueURL {
+			k++
+			dup = dupEvery > 0 && k%dupEvery == 0
+		}
+		return url, dup, true, false
+	}
+	var wg sync.WaitGroup
+	for range d.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			apps := map[string]*serverless.App{}
+			for {
+				url, dup, ok, done := take()
+				if done {
+					return
+				}
+				if !ok {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				err := d.deliverOne(ctx, apps, url, dup, &mu)
+				mu.Lock()
+				busy--
+				if err != nil {
+					fails = append(fails, err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(fails) > 0 {
+		tb.Fatalf("%v; logs:\n%s", errors.Join(fails...), d.logs)
+	}
+}
+
+// deliverOne is deliverN for deliverParallel: it returns what failed
+// rather than fail the benchmark (not allowed off its goroutine).
+func (d *deployment) deliverOne(ctx context.Context, apps map[string]*serverless.App, url string, dup bool, mu *sync.Mutex) error {
+	var msgs []sqstypes.Message
+	for try := 0; len(msgs) == 0 && try < 10; try++ {
+		out, err := d.esm.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(url),
+			MaxNumberOfMessages:         1,
+			WaitTimeSeconds:             int32(min(try, 1)),
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAll},
+			MessageAttributeNames:       []string{"All"},
+		})
+		if err != nil {
+			return err
+		}
+		msgs = out.Messages
+		if len(msgs) == 0 && strings.HasSuffix(url, ".fifo") {
+			return nil // deduplicated, as in deliverN
+		}
+	}
+	if len(msgs) != 1 {
+		return fmt.Errorf("received %d messages from %s, want the one sent", len(msgs), url)
+	}
+	m := msgs[0]
+	ev := events.SQSEvent{Records: []events.SQSMessage{{
+		MessageId:      aws.ToString(m.MessageId),
+		ReceiptHandle:  aws.ToString(m.ReceiptHandle),
+		Body:           aws.ToString(m.Body),
+		Md5OfBody:      aws.ToString(m.MD5OfBody),
+		Attributes:     m.Attributes,
+		EventSource:    "aws:sqs",
+		EventSourceARN: d.arns[url],
+		AWSRegion:      mototest.Region,
+	}}}
+	fn := "tick"
+	if url == d.cfg.NodeQueueURL {
+		fn = "node"
+	}
+	app, ok := apps[fn]
+	if !ok {
+		var err error
+		if app, err = serverless.New(serverless.Options{Config: d.cfg, AWS: d.awsCfg, Graphs: d.graphs, Logger: d.logger}); err != nil {
+			return err
+		}
+		apps[fn] = app
+	}
+	handler := app.HandleTick
+	if fn == "node" {
+		handler = app.HandleNode
+	}
+	times := 1
+	if dup {
+		times = 2
+	}
+	for i := range times {
+		start := time.Now()
+		resp, err := handler(ctx, ev)
+		mu.Lock()
+		d.invocations[fn]++
+		d.durations[fn] += time.Since(start)
+		mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%s function: %w", fn, err)
+		}
+		if len(resp.BatchItemFailures) > 0 && i == 0 {
+			// Another handler holds the task's lease (a delivery
+			// again, tick.ErrClaimed): as SQS would after the
+			// visibility timeout, the message comes back.
+			if _, err := d.esm.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+				return err
+			}
+			mu.Lock()
+			d.redelivered++
+			mu.Unlock()
+			d.queues.requeue(url)
+			return nil
+		}
+	}
+	_, err := d.esm.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+	return err
 }

@@ -22,16 +22,52 @@ import (
 // fan-out), so the peak is a lower bound of the peak write units per
 // second. It also counts the attempts DynamoDB throttled (the SDK retries
 // them): moto never throttles, so on moto they are 0.
+//
+// The peak per second measures how fast moto served the harness, not what
+// Lambda would send; the writes per partition key value over the whole
+// run (total) do not depend on it: at 1,000 WRU/s per value, a value that
+// takes w writes needs at least w/1,000 s, however the writes are spread.
 type partitionMeter struct {
 	mu        sync.Mutex
 	perSecond map[string]map[int64]int // pk -> unix second -> writes
+	total     map[string]int           // pk -> writes
+	reads     map[string]int           // pk -> GetItem and Query requests
 	throttled int
 }
 
 func (p *partitionMeter) reset() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.perSecond, p.throttled = nil, 0
+	p.perSecond, p.total, p.reads, p.throttled = nil, nil, nil, 0
+}
+
+// mostRead returns the most GetItem and Query requests made to one
+// partition key value over the run (each at least 1 RRU strongly
+// consistent), and the key.
+func (p *partitionMeter) mostRead() (int, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best, key := 0, ""
+	for pk, n := range p.reads {
+		if n > best {
+			best, key = n, pk
+		}
+	}
+	return best, key
+}
+
+// busiest returns the most writes made to one partition key value over the
+// run, the key, and the number of values written to.
+func (p *partitionMeter) busiest() (int, string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best, key := 0, ""
+	for pk, n := range p.total {
+		if n > best {
+			best, key = n, pk
+		}
+	}
+	return best, key, len(p.total)
 }
 
 // Install adds the middleware to a client's stack: the write notes at
@@ -63,7 +99,16 @@ func (p *partitionMeter) handle(ctx context.Context, in middleware.InitializeInp
 			pks = append(pks, v.Value)
 		}
 	}
+	var reads []string
 	switch r := in.Parameters.(type) {
+	case *dynamodb.GetItemInput:
+		if v, ok := r.Key["pk"].(*types.AttributeValueMemberS); ok {
+			reads = append(reads, v.Value)
+		}
+	case *dynamodb.QueryInput:
+		if v, ok := r.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS); ok {
+			reads = append(reads, v.Value)
+		}
 	case *dynamodb.PutItemInput:
 		pkOf(r.Item)
 	case *dynamodb.UpdateItemInput:
@@ -95,17 +140,29 @@ func (p *partitionMeter) handle(ctx context.Context, in middleware.InitializeInp
 			}
 		}
 	}
+	if len(reads) > 0 {
+		p.mu.Lock()
+		if p.reads == nil {
+			p.reads = map[string]int{}
+		}
+		for _, pk := range reads {
+			p.reads[pk]++
+		}
+		p.mu.Unlock()
+	}
 	if len(pks) > 0 {
 		sec := time.Now().Unix()
 		p.mu.Lock()
 		if p.perSecond == nil {
 			p.perSecond = map[string]map[int64]int{}
+			p.total = map[string]int{}
 		}
 		for _, pk := range pks {
 			if p.perSecond[pk] == nil {
 				p.perSecond[pk] = map[int64]int{}
 			}
 			p.perSecond[pk][sec]++
+			p.total[pk]++
 		}
 		p.mu.Unlock()
 	}

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -210,6 +212,7 @@ type countingStore struct {
 	mu      sync.Mutex
 	counts  int
 	commits map[int]int
+	sharded bool
 }
 
 func (c *countingStore) CountSettled(ctx context.Context, runID string, step int) (int, error) {
@@ -225,6 +228,35 @@ func (c *countingStore) CountSettled(ctx context.Context, runID string, step int
 		return 0, errCrash // after
 	}
 	return n, err
+}
+
+// shardingStore is countingStore for a sharded step: SettledAll fails as
+// CountSettled does, before or after the count.
+type shardingStore struct {
+	*countingStore
+	s *dynamo.Store
+}
+
+func (c *shardingStore) ShardTasks(ctx context.Context, runID string, step int, ids []string) error {
+	c.mu.Lock()
+	c.sharded = true
+	c.mu.Unlock()
+	return c.s.ShardTasks(ctx, runID, step, ids)
+}
+
+func (c *shardingStore) SettledAll(ctx context.Context, runID string, step int, taskID string, remote int) (bool, error) {
+	c.mu.Lock()
+	c.counts++
+	k := c.counts
+	c.mu.Unlock()
+	if k%7 == 3 {
+		return false, errCrash // before
+	}
+	all, err := c.s.SettledAll(ctx, runID, step, taskID, remote)
+	if k%7 == 5 {
+		return false, errCrash // after
+	}
+	return all, err
 }
 
 func (c *countingStore) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
@@ -248,23 +280,29 @@ func TestWideFanOutDynamo(t *testing.T) {
 	if n < tick.CountSettledFrom {
 		t.Fatalf("the fan-out of %d does not reach tick.CountSettledFrom (%d)", n, tick.CountSettledFrom)
 	}
+	// seed 0: one counter in the run's partition; seed 1: the task items
+	// sharded over 6 partition key values (7 tasks a shard), each counting.
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			table := fmt.Sprint("wide-", seed)
 			if err := dynamo.CreateTable(t.Context(), client, table); err != nil {
 				t.Fatal(err)
 			}
-			s := dynamo.New(client, table)
+			s := dynamo.New(client, table, dynamo.WithTasksPerShard(7))
 			ex := newExecutions()
 			reg, err := runs.NewRegistry(wideGraph(t, ex))
 			if err != nil {
 				t.Fatal(err)
 			}
 			cs := &countingStore{crashStore: &crashStore{Checkpointer: s, ex: ex}, counter: s, commits: map[int]int{}}
+			var cps pregel.Checkpointer = cs
+			if seed == 1 {
+				cps = &shardingStore{countingStore: cs, s: s}
+			}
 			q := &chaosQueue{seen: map[string]bool{}}
 			clock := &fakeClock{now: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)}
-			h := &tick.Handler{Graphs: reg, Runs: s, Checkpoints: cs, Queue: q, Claims: s, Loader: s, Now: clock.Now}
-			svc := &runs.Service{Graphs: reg, Runs: s, Checkpoints: cs, Dispatcher: &tick.Dispatcher{Checkpoints: cs, Queue: q}}
+			h := &tick.Handler{Graphs: reg, Runs: s, Checkpoints: cps, Queue: q, Claims: s, Loader: s, Now: clock.Now}
+			svc := &runs.Service{Graphs: reg, Runs: s, Checkpoints: cps, Dispatcher: &tick.Dispatcher{Checkpoints: cps, Queue: q}}
 			e := &env{h: h, svc: svc, queue: q, store: cs.crashStore, ex: ex, clock: clock}
 			ctx := context.Background()
 			if _, _, err := svc.Create(ctx, "wide", runs.CreateRequest{RunID: "r", Input: json.RawMessage(fmt.Sprintf(`{"n": %d}`, n))}); err != nil {
@@ -289,6 +327,26 @@ func TestWideFanOutDynamo(t *testing.T) {
 			for id, k := range ex.runs {
 				if k != 1 {
 					t.Errorf("task %s executed %d times", id, k)
+				}
+			}
+			if seed == 1 {
+				// Every item of the step is gone with the commit, in
+				// the run's partition and in the shards.
+				for k := range 6 {
+					out, err := client.Query(ctx, &dynamodb.QueryInput{
+						TableName:                 aws.String(table),
+						KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :p)"),
+						ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":pk": &ddbtypes.AttributeValueMemberS{Value: fmt.Sprintf("RUN#r#T%d", k)}, ":p": &ddbtypes.AttributeValueMemberS{Value: "TASK#"}},
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if out.Count != 0 {
+						t.Errorf("shard %d keeps %d task results after the commit", k, out.Count)
+					}
+				}
+				if !cs.sharded {
+					t.Error("the step was not sharded")
 				}
 			}
 			if cs.commits[2] != 1 || cs.counts < n {

@@ -52,12 +52,68 @@ func (h *Handler) countSettled(ctx context.Context, c SettleCounter, g *pregel.G
 	}
 	sc, ok := c.(SuccessCounter)
 	if minimum == 0 || !ok {
+		if tc, ok := c.(TaskSettleCounter); ok {
+			// The count may be spread over shards: the store says
+			// whether this handler reads the results.
+			all, err := tc.SettledAll(ctx, cp.RunID, step, stored.TaskID, remoteTasks(g, tasks))
+			return 0, all, err
+		}
 		n, err := c.CountSettled(ctx, cp.RunID, step)
 		return n, false, err
 	}
 	won := stored.Status == pregel.NodeCompleted
 	n, s, err := sc.CountSettledSucceeded(ctx, cp.RunID, step, won)
 	return n, won && s >= minimum, err
+}
+
+// TaskSettleCounter is a SettleCounter that counts a settled result with
+// its task's id, so that it can spread the count of a wide step over
+// several items (dynamo.Store: one per shard of the step's task items,
+// see TaskSharder). SettledAll counts the settled result of task taskID
+// of step, and reports whether the step's remote tasks, remote of them,
+// may all have settled: then the handler reads the results and commits if
+// they have. As with CountSettled, of the handlers recording the results
+// the one whose count comes last must see true.
+type TaskSettleCounter interface {
+	SettledAll(ctx context.Context, runID string, step int, taskID string, remote int) (bool, error)
+}
+
+// TaskSharder is a Checkpointer that spreads the items of a wide step's
+// tasks (results, leases, counts) over several partitions, to stay under
+// a store's per-partition limits (dynamo.Store: DynamoDB serves about
+// 1,000 write units a second to one partition key value). ShardTasks fixes
+// the layout of step from the ids of all its remote tasks before any of
+// them is sent; it is called only when the step has no result recorded,
+// and keeps the layout of a step that has one. The handlers call it for
+// steps of at least CountSettledFrom remote tasks, whose handlers count
+// (SettleCounter), unless a task of the step belongs to a fan-out with a
+// minimum of successes (their counts stay on one item, SuccessCounter).
+type TaskSharder interface {
+	ShardTasks(ctx context.Context, runID string, step int, taskIDs []string) error
+}
+
+// shardStep fixes the layout of a wide step's task items before its node
+// tasks are sent (TaskSharder), when the Checkpointer can.
+func (h *Handler) shardStep(ctx context.Context, g *pregel.Graph, runID string, step int, tasks []pregel.Task) error {
+	sh, ok := h.Checkpoints.(TaskSharder)
+	if !ok || !h.counting(g, tasks) {
+		return nil
+	}
+	ids := make([]string, 0, len(tasks))
+	for _, t := range tasks {
+		if g.FanOutMinimum(t) > 0 {
+			// Its handlers count successes on one item
+			// (SuccessCounter), which the settled count must share.
+			return nil
+		}
+		if info, _ := g.Node(t.Node()); info.IsRemote() {
+			ids = append(ids, t.ID)
+		}
+	}
+	if err := sh.ShardTasks(ctx, runID, step, ids); err != nil {
+		return fmt.Errorf("shard the tasks of step %d: %w", step, err)
+	}
+	return nil
 }
 
 // TaskBatchSender is a Queue that sends many node tasks in few requests

@@ -469,6 +469,11 @@ func (h *Handler) execute(ctx context.Context, r *tickRun, ch *chain) (err error
 	for _, task := range remote {
 		sends = append(sends, NodeTask{RunID: run.ID, Step: step, TaskID: task.ID})
 	}
+	if len(pending) == 0 && len(sends) > 0 {
+		if err := h.shardStep(ctx, g, run.ID, step, tasks); err != nil { // fanout.go
+			return err
+		}
+	}
 	if err := h.sendTasks(ctx, sends); err != nil { // in batches: fanout.go
 		return err
 	}
@@ -844,6 +849,9 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		sends := make([]NodeTask, len(tasks))
 		for i, t := range tasks {
 			sends[i] = NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}
+		}
+		if err := h.shardStep(ctx, g, cp.RunID, cp.Step+1, tasks); err != nil { // fanout.go
+			return err
 		}
 		return h.sendTasks(ctx, sends) // in batches: fanout.go
 	case next:

@@ -1037,7 +1037,12 @@ func (s *Store) RecordTask(ctx context.Context, runID string, step int, r pregel
 		return fail(fmt.Errorf("step %d is not committed: %w", step-1, pregel.ErrStepConflict))
 	}
 
-	pk := runPK(runID)
+	// The result's partition: the run's, or its shard's (shards.go).
+	info, err := s.shardsOf(ctx, runID, step)
+	if err != nil {
+		return fail(err)
+	}
+	pk := info.taskPKOf(runID, r.TaskID)
 	data, err := marshal(r)
 	if err != nil {
 		return fail(fmt.Errorf("encode: %w", err))
@@ -1144,14 +1149,15 @@ func (s *Store) noteTasks(runID string, step int, tasks map[string]*blobRef) {
 // Store has noted, and their blobs, as a courtesy: nothing reads them
 // again, so a failure leaves garbage, not an error.
 func (s *Store) dropTasks(ctx context.Context, runID string, step int) {
-	note, ok := s.tasks.take(stepKey{runID, step})
-	if !ok || len(note) == 0 {
+	note, _ := s.tasks.take(stepKey{runID, step})
+	info, _ := s.shards.take(stepKey{runID, step})
+	if len(note) == 0 && !info.sharded() {
 		return
 	}
-	keys := noteKeys(runPK(runID), step, note)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	keys := noteKeys(runID, step, note, info)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_ = s.batchWrite(ctx, nil, keys)
+	_ = s.deleteParallel(ctx, keys)
 }
 
 func (s *Store) getItem(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
@@ -1190,6 +1196,9 @@ func (s *Store) PendingTasks(ctx context.Context, runID string, step int) ([]pre
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
 	}
+	if _, ok := s.shards.get(stepKey{runID, step}); !ok {
+		s.noteShards(runID, step, shardInfo{}) // no marker: not sharded
+	}
 	items := byStep[step]
 	if len(items) == 0 {
 		return nil, nil
@@ -1222,7 +1231,26 @@ func (s *Store) openTasks(ctx context.Context, runID string, step int, items []m
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: pending tasks of run %q step %d: %w", runID, step, err)
 	}
-	return res, nil
+	return onePerTask(res), nil
+}
+
+// onePerTask keeps one result per task, the first final one (else the
+// first): a task has two only if recorded in both layouts of a step (a
+// node function from before sharding beside one after, shards.go).
+func onePerTask(res []pregel.TaskResult) []pregel.TaskResult {
+	at := make(map[string]int, len(res))
+	out := res[:0]
+	for _, r := range res {
+		i, seen := at[r.TaskID]
+		switch {
+		case !seen:
+			at[r.TaskID] = len(out)
+			out = append(out, r)
+		case !out[i].Final() && r.Final():
+			out[i] = r
+		}
+	}
+	return out
 }
 
 // decodeTasks decodes task result items, reading chunked ones.

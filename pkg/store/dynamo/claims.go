@@ -18,13 +18,18 @@ func claimSK(step int, taskID string) string {
 
 // Claim leases a task of a run's open step to owner until until, unless
 // another owner holds a lease that has not expired at now: one conditional
-// PutItem. It implements tick.Claims. A lease item expires (TTL) a day
+// PutItem, in the run's partition or, for a sharded step, in the task's
+// shard (shards.go). It implements tick.Claims. A lease item expires (TTL) a day
 // after its lease.
 func (s *Store) Claim(ctx context.Context, runID string, step int, taskID, owner string, now, until time.Time) (bool, string, error) {
+	info, err := s.shardsOf(ctx, runID, step) // in the task's shard, if any
+	if err != nil {
+		return false, "", fmt.Errorf("dynamo: claim task %s of run %q: %w", taskID, runID, err)
+	}
 	out, err := s.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table),
 		Item: map[string]types.AttributeValue{
-			"pk":         &types.AttributeValueMemberS{Value: runPK(runID)},
+			"pk":         &types.AttributeValueMemberS{Value: info.taskPKOf(runID, taskID)},
 			"sk":         &types.AttributeValueMemberS{Value: claimSK(step, taskID)},
 			"owner":      &types.AttributeValueMemberS{Value: owner},
 			"until":      &types.AttributeValueMemberN{Value: strconv.FormatInt(until.UnixMilli(), 10)},

@@ -74,6 +74,9 @@ func (s *Store) loadRun(ctx context.Context, runID string, reads Reads) (runs.Ru
 	if len(out.Items) == 1 {
 		if isCached {
 			cp, err := s.ensure(ctx, runID, cached.cp, reads)
+			if err == nil && cp != nil {
+				s.noteShards(runID, cp.Step+1, shardInfo{}) // no marker (shards.go)
+			}
 			return run, cp, nil, err
 		}
 		return run, nil, nil, nil
@@ -84,6 +87,7 @@ func (s *Store) loadRun(ctx context.Context, runID string, reads Reads) (runs.Ru
 		if err != nil {
 			return runs.Run{}, nil, nil, err
 		}
+		s.noteShards(runID, cp.Step+1, shardInfo{}) // no marker (shards.go)
 		return run, cp, nil, nil
 	}
 	cp, pending, err := s.loadWithTasks(ctx, runID, reads)
@@ -131,6 +135,9 @@ func (s *Store) loadWithTasks(ctx context.Context, runID string, reads Reads) (*
 			return nil, nil, err
 		}
 		open = known + 1
+	}
+	if _, ok := s.shards.get(stepKey{runID, open}); !ok {
+		s.noteShards(runID, open, shardInfo{}) // no marker read (shards.go)
 	}
 	var pending []pregel.TaskResult
 	for _, step := range slices.Sorted(maps.Keys(byStep)) {

@@ -27,7 +27,6 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 	if err := ctx.Err(); err != nil {
 		return runs.Run{}, nil, nil, false, err
 	}
-	pk := runPK(runID)
 	low := skStep
 	cached, known, isCached := s.newestCached(runID)
 	if isCached {
@@ -37,7 +36,7 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 		TableName:              aws.String(s.table),
 		KeyConditionExpression: aws.String("pk = :pk AND sk BETWEEN :low AND :run"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(pk), ":low": str(low), ":run": str(skRun),
+			":pk": str(runPK(runID)), ":low": str(low), ":run": str(skRun),
 		},
 		ScanIndexForward: aws.Bool(false),
 		Limit:            aws.Int32(2),
@@ -65,6 +64,9 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 	if len(out.Items) == 1 {
 		if isCached {
 			cp, err := s.ensure(ctx, runID, cached.cp, nil)
+			if err == nil && cp != nil {
+				s.noteShards(runID, cp.Step+1, shardInfo{}) // no marker
+			}
 			return run, cp, nil, false, err
 		}
 		return run, nil, nil, false, nil
@@ -77,8 +79,14 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 		if err != nil {
 			return runs.Run{}, nil, nil, false, err
 		}
+		// No task item sorts above the step: the open step has no
+		// marker (shards.go), and its items are in the run's partition.
+		s.noteShards(runID, cp.Step+1, shardInfo{})
 		return run, cp, nil, false, nil
 	}
+	// The first task item is the open step's marker if it is sharded
+	// (a marker is written before any result of its step).
+	info, _ := isMarker(next)
 	// Results are stored: the first sorts last, so it is of the newest
 	// step that has any. The newest step is read after it.
 	cp, err := s.Load(ctx, runID, pregel.Latest)
@@ -92,12 +100,20 @@ func (s *Store) LoadRunTask(ctx context.Context, runID, taskID string) (runs.Run
 		open = cp.Step + 1
 	}
 	if top != open {
-		// Only left overs of committed steps: the open step has none.
+		// Only left overs of committed steps: the open step has none,
+		// and no marker.
+		if top < open {
+			s.noteShards(runID, open, shardInfo{})
+		}
 		return run, cp, nil, false, nil
 	}
-	item, err := s.getItem(ctx, pk, taskSK(open, taskID))
+	s.noteShards(runID, open, info) // not marked: its results are here
+	item, err := s.getItem(ctx, info.taskPKOf(runID, taskID), taskSK(open, taskID))
 	switch {
 	case errors.Is(err, errItemNotFound):
+		// A sharded step's marker says it was dispatched, not that a
+		// result is recorded; it counts as started (a drain stops the
+		// run after it).
 		return run, cp, nil, true, nil
 	case err != nil:
 		return runs.Run{}, nil, nil, false, fmt.Errorf("dynamo: load run %q: task %s: %w", runID, taskID, err)

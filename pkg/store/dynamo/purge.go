@@ -94,10 +94,12 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 		TableName:                 aws.String(s.table),
 		KeyConditionExpression:    aws.String("pk = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
-		ProjectionExpression:      aws.String("pk, sk"),
+		ProjectionExpression:      aws.String("pk, sk, #shards"),
+		ExpressionAttributeNames:  map[string]string{"#shards": attrShards},
 		ConsistentRead:            aws.Bool(true),
 	})
 	record := false
+	shards := 0 // of the open sharded steps' markers (shards.go)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
@@ -110,9 +112,17 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 				record = true // last
 				continue
 			}
+			if info, ok := isMarker(it); ok {
+				shards = max(shards, len(info.tasks))
+			}
 			keys = append(keys, key(pk, sk))
 		}
 		if err := s.batchWrite(ctx, nil, keys); err != nil {
+			return fmt.Errorf("dynamo: delete run %q: %w", runID, err)
+		}
+	}
+	for k := range shards {
+		if err := s.deletePartition(ctx, shardPK(runID, k)); err != nil {
 			return fmt.Errorf("dynamo: delete run %q: %w", runID, err)
 		}
 	}
@@ -123,6 +133,34 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) error {
 	}
 	s.steps.removeIf(func(k stepKey) bool { return k.run == runID })
 	s.tasks.removeIf(func(k stepKey) bool { return k.run == runID })
+	s.shards.removeIf(func(k stepKey) bool { return k.run == runID })
 	s.newest.take(runID)
+	return nil
+}
+
+// deletePartition deletes every item of a partition key value (a shard of
+// a run's open step: its results, leases and counter).
+func (s *Store) deletePartition(ctx context.Context, pk string) error {
+	p := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
+		ProjectionExpression:      aws.String("pk, sk"),
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("Query %s: %w", pk, err)
+		}
+		keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
+		for _, it := range out.Items {
+			sk, _ := getS(it, attrSK)
+			keys = append(keys, key(pk, sk))
+		}
+		if err := s.batchWrite(ctx, nil, keys); err != nil {
+			return err
+		}
+	}
 	return nil
 }

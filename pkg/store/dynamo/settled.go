@@ -98,18 +98,26 @@ func (s *Store) CountSettledSucceeded(ctx context.Context, runID string, step in
 }
 
 // noteKeys returns the keys of the items a task note names: the task
-// results, their blobs, and the step's counter.
-func noteKeys(pk string, step int, note taskNote) []map[string]types.AttributeValue {
+// results, their blobs, and the step's counter; with a sharded step's
+// layout, in their shards, and the step's marker and shard counters.
+func noteKeys(runID string, step int, note taskNote, info shardInfo) []map[string]types.AttributeValue {
 	keys := make([]map[string]types.AttributeValue, 0, len(note))
+	pk := runPK(runID)
 	for id, ref := range note {
 		if id == counterNote {
-			keys = append(keys, key(pk, settledSK(step)))
+			if !info.sharded() { // else in shardKeysOf: a batch refuses a key twice
+				keys = append(keys, key(pk, settledSK(step)))
+			}
 			continue
 		}
-		keys = append(keys, key(pk, taskSK(step, id)))
+		tpk := info.taskPKOf(runID, id)
+		keys = append(keys, key(tpk, taskSK(step, id)))
 		if ref != nil {
-			keys = append(keys, ref.chunkKeys(pk)...)
+			keys = append(keys, ref.chunkKeys(tpk)...)
 		}
+	}
+	if info.sharded() {
+		keys = append(keys, shardKeysOf(runID, step, info)...)
 	}
 	return keys
 }

@@ -60,6 +60,10 @@ type Store struct {
 	steps  *lru[stepKey, *stepEntry]
 	newest *lru[string, int]
 	tasks  *lru[stepKey, taskNote]
+	// shards notes the layout of open steps' task items (shards.go), and
+	// tasksPerShard is how many remote tasks a shard of a step takes.
+	shards        *lru[stepKey, shardInfo]
+	tasksPerShard int
 	// eventRetention is how many events a run keeps (0: the default);
 	// eventHeads the next event id of the runs this Store appended to.
 	eventRetention int
@@ -114,13 +118,14 @@ const maxNotes = 4096
 // New returns a Store on table, which must have the schema of
 // [CreateTable].
 func New(client *dynamodb.Client, table string, opts ...Option) *Store {
-	s := &Store{client: client, table: table, retention: DefaultRetention, now: time.Now, cacheSize: DefaultCacheSize}
+	s := &Store{client: client, table: table, retention: DefaultRetention, now: time.Now, cacheSize: DefaultCacheSize, tasksPerShard: DefaultTasksPerShard}
 	for _, o := range opts {
 		o(s)
 	}
 	s.steps = newLRU[stepKey, *stepEntry](s.cacheSize)
 	s.newest = newLRU[string, int](maxNotes)
 	s.tasks = newLRU[stepKey, taskNote](maxNotes)
+	s.shards = newLRU[stepKey, shardInfo](maxNotes)
 	s.eventHeads = newLRU[string, int64](maxNotes)
 	return s
 }

@@ -24,6 +24,9 @@ const tasksPageLimit = 100
 // none) with the task result items read, by step. One Query, unless the
 // results fill more than a page.
 //
+// The results of a sharded step (shards.go) are read from its shards,
+// one Query per shard, after its marker is read.
+//
 // Task results are read before the step item, as a Load(Latest) after a
 // query of the results would: results of a step that is open once the
 // step item is read were recorded while it was open.
@@ -39,6 +42,19 @@ func (s *Store) tasksDown(ctx context.Context, runID, low, high string) (map[str
 		ConsistentRead:   aws.Bool(true),
 	}
 	byStep := map[int][]map[string]types.AttributeValue{}
+	markers := map[int]shardInfo{}
+	// done adds the results of the sharded steps whose markers were read.
+	done := func(newest map[string]types.AttributeValue) (map[string]types.AttributeValue, map[int][]map[string]types.AttributeValue, error) {
+		for step, info := range markers {
+			s.noteShards(runID, step, info)
+			items, err := s.readShards(ctx, runID, step, info)
+			if err != nil {
+				return nil, nil, err
+			}
+			byStep[step] = append(byStep[step], items...)
+		}
+		return newest, byStep, nil
+	}
 	p := dynamodb.NewQueryPaginator(s.client, in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
@@ -51,12 +67,17 @@ func (s *Store) tasksDown(ctx context.Context, runID, low, high string) (map[str
 				continue // not a step (stop.go)
 			}
 			if _, ok := parseStepSK(sk); ok {
-				return it, byStep, nil
+				return done(it)
 			}
 			if step, ok := parseTaskSK(sk); ok {
+				if info, ok := isMarker(it); ok {
+					// A sharded step: its results are in its shards.
+					markers[step] = info
+					continue
+				}
 				byStep[step] = append(byStep[step], it)
 			}
 		}
 	}
-	return nil, byStep, nil
+	return done(nil)
 }
