@@ -42,6 +42,11 @@ type FlatStores struct {
 	Threads     runs.ThreadStore
 	Checkpoints pregel.Checkpointer
 	Events      runs.EventLog
+	// Turn, if set, is called before each turn's run is created
+	// (finished false) and after it has finished (finished true), turns
+	// counted from 1, with no measuring in between: for figures of the
+	// store's own, such as its requests a turn.
+	Turn func(turn int, finished bool)
 }
 
 // FlatBytesPerTurn holds a conversation of turns turns with the prebuilt
@@ -96,9 +101,34 @@ func FlatBytesPerTurn(t *testing.T, turns int, mode embedded.EventsMode, st Flat
 		}
 		return s
 	}
-	prev := total()
+	threadRecord := func() int64 {
+		t.Helper()
+		th, err := svc.GetThread(ctx, "conv")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := json.Marshal(th)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(len(rec))
+	}
+	// What the thread stores is measured whole (ThreadStorage, every run
+	// read) every 10 turns and at turns-10: that is what the windows and
+	// the budget below hold. Each turn in between is measured by what it
+	// added (its run's storage and the thread record's change), which
+	// must sum to the whole measure's change: a turn changes nothing
+	// earlier runs store. Measuring the whole thread every turn would
+	// read O(turns²) runs, most of a 100-turn run's time on moto.
+	full := map[int]runs.Storage{0: total()}
+	record, prevFull := threadRecord(), 0
 	perTurn, limits := make([]int64, turns), make([]int64, turns)
+	runTime, measureTime := make([]time.Duration, turns), make([]time.Duration, turns)
 	for i := range turns {
+		if st.Turn != nil {
+			st.Turn(i+1, false)
+		}
+		start := time.Now()
 		user := fmt.Sprintf("Turn %d: where is my order A-%04d, and when will it arrive?", i+1, i+1)
 		in, _ := json.Marshal(agent.State{Messages: []agent.Message{agent.UserText(user)}})
 		r, _, err := svc.CreateOnThread(ctx, "conv", runs.ThreadRunRequest{Graph: "chat", Input: in})
@@ -109,19 +139,42 @@ func FlatBytesPerTurn(t *testing.T, turns int, mode embedded.EventsMode, st Flat
 		if err := sched.WaitIdle(ctx); err != nil { // its events are logged
 			t.Fatal(err)
 		}
-		now := total()
-		perTurn[i] = now.TotalBytes - prev.TotalBytes
+		runTime[i] = time.Since(start)
+		if st.Turn != nil {
+			st.Turn(i+1, true)
+		}
+		start = time.Now()
+		rs, err := svc.RunStorage(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := threadRecord()
+		perTurn[i] = rs.TotalBytes + rec - record
+		record = rec
+		if n := i + 1; n%10 == 0 || n == turns-10 || n == turns {
+			full[n] = total()
+			var sum int64
+			for _, x := range perTurn[prevFull:n] {
+				sum += x
+			}
+			if d := full[n].TotalBytes - full[prevFull].TotalBytes; d != sum {
+				t.Errorf("turns %d-%d: the thread's storage grew by %d bytes, the turns' runs and the thread record by %d: a turn changed what earlier runs store", prevFull+1, n, d, sum)
+			}
+			prevFull = n
+		}
+		measureTime[i] = time.Since(start)
 		written, steps := writtenBytes(t, svc, r.ID, 2*i)
 		limits[i] = int64(steps)*2048 + written
-		prev = now
 	}
+	last := full[turns]
 	// Amortized: a step that merges a conversation's small segments into
 	// one (every 8 turns or so here) writes again what earlier steps
 	// wrote (pregel's segment layout), so one turn may store more than
 	// its limit; the turns in all may not.
-	var stored, limit, worst int64
+	var limit, worst int64
+	stored := last.TotalBytes - full[0].TotalBytes
 	for i := range turns {
-		stored, limit = stored+perTurn[i], limit+limits[i]
+		limit += limits[i]
 		if perTurn[i]-limits[i] > worst {
 			worst = perTurn[i] - limits[i]
 		}
@@ -132,15 +185,23 @@ func FlatBytesPerTurn(t *testing.T, turns int, mode embedded.EventsMode, st Flat
 			t.Errorf("the %d turns stored %d bytes; want at most 2 KB a superstep + the bytes of the values they wrote (%d); per turn: %v, limits %v", turns, stored, limit, perTurn, limits)
 		}
 	}
-	mean := func(xs []int64) float64 {
-		var s int64
+	meanTime := func(xs []time.Duration) time.Duration {
+		var s time.Duration
 		for _, x := range xs {
 			s += x
 		}
-		return float64(s) / float64(len(xs))
+		return s / time.Duration(len(xs))
 	}
-	early, late := mean(perTurn[:10]), mean(perTurn[turns-10:])
-	t.Logf("%d turns: %.0f bytes a turn at turns 1-10, %.0f at %d-%d (×%.2f); in all %d bytes: %+v", turns, early, late, turns-9, turns, late/early, prev.TotalBytes, prev)
+	t.Logf("time a turn: run %v at turns 1-10, %v at %d-%d; measuring the thread %v, %v",
+		meanTime(runTime[:10]), meanTime(runTime[turns-10:]), turns-9, turns, meanTime(measureTime[:10]), meanTime(measureTime[turns-10:]))
+	early := float64(full[10].TotalBytes-full[0].TotalBytes) / 10
+	late := float64(last.TotalBytes-full[turns-10].TotalBytes) / 10
+	t.Logf("%d turns: %.0f bytes a turn at turns 1-10, %.0f at %d-%d (×%.2f); in all %d bytes: %+v", turns, early, late, turns-9, turns, late/early, last.TotalBytes, last)
+	// Issue 29's budget: a 100-turn conversation (here ~150K tokens of
+	// usage, ~200 KB of answers) stores at most 5 MB in all, 50 KB a turn.
+	if budget := int64(turns) * 50_000; mode != embedded.EventsOn && last.TotalBytes > budget {
+		t.Errorf("the %d turns store %d bytes in all; want at most %d (5 MB for 100 turns)", turns, last.TotalBytes, budget)
+	}
 	if late > 1.1*early {
 		t.Errorf("stored bytes per turn grew from %.0f (turns 1-10) to %.0f (turns %d-%d): ×%.2f, want at most ×1.1; per turn: %v", early, late, turns-9, turns, late/early, perTurn)
 	}
@@ -151,7 +212,9 @@ func waitThreadIdle(t *testing.T, svc *runs.Service, thread, id string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r, err := svc.Get(t.Context(), id)
+		// The record, not Service.Get: that reads a running run's
+		// checkpoint (the whole conversation) for its usage.
+		r, err := svc.Runs.GetRun(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package dynamo_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/superstep/superstep/internal/awsmeter"
 	"github.com/superstep/superstep/pkg/embedded"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs/runstest"
@@ -98,6 +100,46 @@ func TestFlatBytesPerTurn(t *testing.T) {
 		t.Skipf("15-60 s against moto: set %s=30 (or 100) to run it", runstest.FlatTurnsEnv)
 	}
 	t.Parallel()
-	s := newEnv(t).store()
-	runstest.FlatBytesPerTurn(t, runstest.FlatTurns(t), embedded.EventsWatched, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s})
+	e := newEnv(t)
+	s := e.store()
+	turns := runstest.FlatTurns(t)
+	// The requests and bytes of the first and last 10 turns' runs.
+	var (
+		before      awsmeter.Stats
+		first, last = awsmeter.Stats{Ops: map[string]awsmeter.Op{}}, awsmeter.Stats{Ops: map[string]awsmeter.Op{}}
+	)
+	turn := func(turn int, finished bool) {
+		if !finished {
+			before = e.meter.Snapshot()
+			return
+		}
+		into := first
+		if turn > turns-10 {
+			into = last
+		} else if turn > 10 {
+			return
+		}
+		for name, op := range e.meter.Snapshot().Sub(before).Ops {
+			o := into.Ops[name]
+			o.Requests, o.RequestBytes, o.ResponseBytes = o.Requests+op.Requests, o.RequestBytes+op.RequestBytes, o.ResponseBytes+op.ResponseBytes
+			into.Ops[name] = o
+		}
+		if turn == turns {
+			logTurns(t, "turns 1-10", first)
+			logTurns(t, fmt.Sprintf("turns %d-%d", turns-9, turns), last)
+		}
+	}
+	runstest.FlatBytesPerTurn(t, turns, embedded.EventsWatched, runstest.FlatStores{Runs: s, Threads: s, Checkpoints: s, Events: s, Turn: turn})
+}
+
+// logTurns logs what 10 turns' runs asked of DynamoDB (their measuring
+// aside).
+func logTurns(t *testing.T, what string, st awsmeter.Stats) {
+	t.Helper()
+	tot := st.Total()
+	var ops []string
+	for _, name := range st.Names() {
+		ops = append(ops, fmt.Sprintf("%s %d", name, st.Op(name).Requests/10))
+	}
+	t.Logf("%s, a turn: %d requests (%s), %d bytes sent, %d received", what, tot.Requests/10, strings.Join(ops, ", "), tot.RequestBytes/10, tot.ResponseBytes/10)
 }

@@ -163,6 +163,10 @@ type manifestBase struct {
 	run  string
 	step int
 	man  manifest
+	// stamp is the base step's graph version stamp, which the steps
+	// holding their manifest as a difference from it leave out when
+	// theirs is the same (stepMeta.BaseStamp).
+	stamp *pregel.Stamp
 }
 
 // in returns the base's manifest as a step of run sees it: as is in its
@@ -233,15 +237,15 @@ func (d manifestDelta) apply(base *manifestBase, run string) manifest {
 }
 
 // manifestDoc returns the mdelta document of a step item of run at step
-// whose manifest is man: a difference from prev (the previous step's
+// whose manifest is man and stamp stamp: a difference from prev (the previous step's
 // base) when that is at most half as long as the whole, else the whole;
 // and the base of the steps after it.
-func manifestDoc(run string, step int, man manifest, prev *manifestBase) ([]byte, *manifestBase, error) {
+func manifestDoc(run string, step int, man manifest, stamp *pregel.Stamp, prev *manifestBase) ([]byte, *manifestBase, error) {
 	whole, err := encodeManifest(nil, man, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	self := &manifestBase{run: run, step: step, man: man}
+	self := &manifestBase{run: run, step: step, man: man, stamp: stamp}
 	if prev == nil || len(whole) <= minDeltaManifest {
 		return whole, self, nil
 	}

@@ -63,7 +63,9 @@ func (e *schedEnv) run(b *testing.B, id string) {
 // "unwatched" with nobody watching the run, "watched" with one watcher
 // reading every event as it is logged (runs.Cursor, as an SSE stream
 // does). ns/superstep includes the engine, the commits, the record updates
-// and the event log; events/superstep is what the stream carries.
+// and the event log; cpu-ns/superstep is the process's CPU time a
+// superstep, as BenchmarkLoop1000 reports it; events/superstep is what the
+// stream carries.
 func BenchmarkSchedulerLoop1000(b *testing.B) {
 	for _, watched := range []bool{false, true} {
 		name := "unwatched"
@@ -75,6 +77,7 @@ func BenchmarkSchedulerLoop1000(b *testing.B) {
 			n := 0
 			var events int64
 			b.ReportAllocs()
+			cpu := cpuTime()
 			for b.Loop() {
 				n++
 				id := fmt.Sprint("loop-", n)
@@ -109,6 +112,9 @@ func BenchmarkSchedulerLoop1000(b *testing.B) {
 			steps := float64(n * loopSteps)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/steps, "ns/superstep")
 			b.ReportMetric(float64(events)/steps, "events/superstep")
+			if cpu := cpuTime() - cpu; cpu > 0 {
+				b.ReportMetric(float64(cpu/time.Nanosecond)/steps, "cpu-ns/superstep")
+			}
 		})
 	}
 }

@@ -103,7 +103,7 @@ func (s *Store) commit(ctx context.Context, cp *pregel.Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	stampID, err := s.stampID(ctx, cp.Stamp)
+	stampID, err := s.stampID(ctx, cp.Graph, cp.Stamp)
 	if err != nil {
 		return err
 	}
@@ -352,13 +352,13 @@ func (s *Store) load(ctx context.Context, runID string, step int) (*pregel.Check
 	if err := json.Unmarshal(data, &meta); err != nil {
 		return nil, fmt.Errorf("decode step: %w", err)
 	}
-	stamp, err := s.stamp(ctx, &meta)
+	graph, stamp, err := s.stamp(ctx, &meta)
 	if err != nil {
 		return nil, err
 	}
 	versions := meta.versions()
 	cp := &pregel.Checkpoint{
-		RunID: runID, Graph: meta.Graph, Step: step,
+		RunID: runID, Graph: graph, Step: step,
 		Values: make(map[string]json.RawMessage, len(versions)), Versions: versions,
 		Next: meta.Next, Barriers: meta.Barriers, Tasks: meta.tasks(),
 		Counters: pregel.Counters(meta.Counters), DrainRequest: meta.DrainRequest, Stamp: stamp,

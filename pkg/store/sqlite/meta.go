@@ -24,6 +24,9 @@ import (
 //   - the graph's version stamp is a number, StampID, naming a row of the
 //     stamps table, which holds each distinct stamp once; steps written
 //     before carry the whole Stamp;
+//   - with a StampID, the graph's name is left out too: the stamp's row
+//     holds it with the stamp (schema version 9; steps of version 8 name
+//     rows without a graph and hold their own);
 //   - the versions of a segmented channel's segments (see
 //     [pregel.PackSegments]) are a list in Segments, by segment number,
 //     not a key each in Versions.
@@ -31,7 +34,7 @@ import (
 // For a small loop such as the counter graph this is about 180 bytes a
 // step less than the plain JSON of the checkpoint's fields.
 type stepMeta struct {
-	Graph        string              `json:"graph"`
+	Graph        string              `json:"graph,omitempty"`
 	Next         []pregel.Trigger    `json:"next,omitempty"`
 	Barriers     map[string][]string `json:"barriers,omitempty"`
 	Tasks        []storedTask        `json:"tasks,omitempty"`
@@ -62,8 +65,8 @@ type storedCounters struct {
 }
 
 // newStepMeta returns the stored form of cp's metadata, its stamp given by
-// its number in the stamps table (0: none). tasks is scratch space for the
-// tasks, reused by the caller.
+// its number in the stamps table (0: none), which also names cp's graph.
+// tasks is scratch space for the tasks, reused by the caller.
 func newStepMeta(cp *pregel.Checkpoint, stampID int64, tasks []storedTask) stepMeta {
 	m := stepMeta{
 		Graph: cp.Graph, Next: cp.Next, Barriers: cp.Barriers,
@@ -72,6 +75,9 @@ func newStepMeta(cp *pregel.Checkpoint, stampID int64, tasks []storedTask) stepM
 	}
 	if stampID == 0 {
 		m.Stamp = cp.Stamp
+	} else {
+		// The stamp's row names the graph (schema version 9).
+		m.Graph = ""
 	}
 	if len(cp.Tasks) > 0 {
 		tasks = tasks[:0]
@@ -177,102 +183,152 @@ func (m *stepMeta) tasks() []pregel.TaskStatus {
 
 // stamps holds the graph version stamps a Store has written or read, by
 // their number in the stamps table and by their JSON.
+//
+// A row of the stamps table is the JSON of a stampRow: since schema
+// version 9 the graph's name with its stamp, so that a step's metadata
+// naming the row by number needs no "graph" of its own. Rows of schema
+// version 8 hold the stamp alone; the steps that name them hold their
+// graph.
 type stamps struct {
 	mu     sync.Mutex
-	byID   map[int64]*pregel.Stamp
+	byID   map[int64]*stampRow
 	byJSON map[string]int64
 	// byPtr remembers the numbers of the stamps committed most often: a
 	// compiled graph stamps each of its checkpoints with one pointer.
-	byPtr map[*pregel.Stamp]int64
+	byPtr map[stampKey]int64
+}
+
+// stampRow is a row of the stamps table, decoded.
+type stampRow struct {
+	Graph string `json:"graph,omitempty"`
+	pregel.Stamp
+}
+
+// stampKey is a graph's name and its stamp's pointer.
+type stampKey struct {
+	graph string
+	st    *pregel.Stamp
 }
 
 // maxStampPtrs bounds stamps.byPtr, which checkpoints decoded from JSON
 // could otherwise grow without end.
 const maxStampPtrs = 256
 
-// stampID returns the number of st in the stamps table, adding it if it
-// is new; 0 for no stamp.
-func (s *Store) stampID(ctx context.Context, st *pregel.Stamp) (int64, error) {
+// stampID returns the number of graph's stamp st in the stamps table,
+// adding it if it is new; 0 for no stamp.
+func (s *Store) stampID(ctx context.Context, graph string, st *pregel.Stamp) (int64, error) {
 	if st == nil {
 		return 0, nil
 	}
 	c := &s.stamps
 	c.mu.Lock()
-	id, ok := c.byPtr[st]
+	id, ok := c.byPtr[stampKey{graph, st}]
 	c.mu.Unlock()
 	if ok {
 		return id, nil
 	}
-	data, err := json.Marshal(st)
+	id, err := s.stampRowID(ctx, graph, st)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.byPtr) >= maxStampPtrs {
+		clear(c.byPtr)
+	}
+	c.byPtr[stampKey{graph, st}] = id
+	return id, nil
+}
+
+// stampRowID is stampID without the cache by pointer, for stamps decoded
+// from JSON (those of run records), whose pointers are new each time.
+func (s *Store) stampRowID(ctx context.Context, graph string, st *pregel.Stamp) (int64, error) {
+	data, err := json.Marshal(stampRow{Graph: graph, Stamp: *st})
 	if err != nil {
 		return 0, fmt.Errorf("encode graph version: %w", err)
 	}
 	key := string(data)
+	c := &s.stamps
 	c.mu.Lock()
-	id, ok = c.byJSON[key]
+	id, ok := c.byJSON[key]
 	c.mu.Unlock()
-	if !ok {
-		err = s.w.do(ctx, func() error {
-			if _, err := s.w.execLocking(ctx, s.w.addStamp, data); err != nil {
-				return err
-			}
-			return s.w.queryRow(s.w.stampByJSON, data).Scan(&id)
-		})
-		if err != nil {
-			return 0, fmt.Errorf("store graph version: %w", err)
+	if ok {
+		return id, nil
+	}
+	err = s.w.do(ctx, func() error {
+		if _, err := s.w.execLocking(ctx, s.w.addStamp, data); err != nil {
+			return err
 		}
+		return s.w.queryRow(s.w.stampByJSON, data).Scan(&id)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store graph version: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byJSON == nil {
-		c.byJSON, c.byID, c.byPtr = map[string]int64{}, map[int64]*pregel.Stamp{}, map[*pregel.Stamp]int64{}
-	}
+	c.init()
 	c.byJSON[key] = id
 	if _, ok := c.byID[id]; !ok {
-		c.byID[id] = st
+		c.byID[id] = &stampRow{Graph: graph, Stamp: *st}
 	}
-	if len(c.byPtr) >= maxStampPtrs {
-		clear(c.byPtr)
-	}
-	c.byPtr[st] = id
 	return id, nil
 }
 
-// stamp returns the stamp a step's metadata names, nil for none.
-func (s *Store) stamp(ctx context.Context, m *stepMeta) (*pregel.Stamp, error) {
-	if m.StampID == 0 {
-		return m.Stamp, nil
+func (c *stamps) init() {
+	if c.byJSON == nil {
+		c.byJSON, c.byID, c.byPtr = map[string]int64{}, map[int64]*stampRow{}, map[stampKey]int64{}
 	}
+}
+
+// stamp returns the graph and the stamp a step's metadata names: its own
+// Graph, or the stamp row's when it has none (schema version 9), and nil
+// for no stamp.
+func (s *Store) stamp(ctx context.Context, m *stepMeta) (string, *pregel.Stamp, error) {
+	if m.StampID == 0 {
+		return m.Graph, m.Stamp, nil
+	}
+	row, err := s.stampRow(ctx, m.StampID)
+	if err != nil {
+		return "", nil, err
+	}
+	graph := m.Graph
+	if graph == "" {
+		graph = row.Graph
+	}
+	return graph, &row.Stamp, nil
+}
+
+// stampRow returns row id of the stamps table. The stamp it holds is
+// shared: callers copy what they hand out to be changed.
+func (s *Store) stampRow(ctx context.Context, id int64) (*stampRow, error) {
 	c := &s.stamps
 	c.mu.Lock()
-	st, ok := c.byID[m.StampID]
+	row, ok := c.byID[id]
 	c.mu.Unlock()
 	if ok {
-		return st, nil
+		return row, nil
 	}
 	var data []byte
-	err := s.reads.stamp.QueryRowContext(ctx, m.StampID).Scan(&data)
+	err := s.reads.stamp.QueryRowContext(ctx, id).Scan(&data)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("graph version %d is not stored", m.StampID)
+		return nil, fmt.Errorf("graph version %d is not stored", id)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read graph version %d: %w", m.StampID, err)
+		return nil, fmt.Errorf("read graph version %d: %w", id, err)
 	}
-	st = new(pregel.Stamp)
-	if err := json.Unmarshal(data, st); err != nil {
-		return nil, fmt.Errorf("decode graph version %d: %w", m.StampID, err)
+	row = new(stampRow)
+	if err := json.Unmarshal(data, row); err != nil {
+		return nil, fmt.Errorf("decode graph version %d: %w", id, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byJSON == nil {
-		c.byJSON, c.byID, c.byPtr = map[string]int64{}, map[int64]*pregel.Stamp{}, map[*pregel.Stamp]int64{}
-	}
-	if known, ok := c.byID[m.StampID]; ok {
+	c.init()
+	if known, ok := c.byID[id]; ok {
 		return known, nil
 	}
-	c.byID[m.StampID] = st
-	c.byJSON[string(data)] = m.StampID
-	return st, nil
+	c.byID[id] = row
+	c.byJSON[string(data)] = id
+	return row, nil
 }
 
 // sqlStamps is schema version 8's table of graph version stamps.

@@ -40,8 +40,9 @@ func (r *recordingStore) Commit(ctx context.Context, cp *pregel.Checkpoint) erro
 // TestStepRowsCompact runs a loop that appends to a segmented channel, and
 // checks both that each step's row is written in the compact form (a task's
 // times as integers, the graph version stamp by number, segment versions as
-// lists, no zero counters) and that every step reads back as committed:
-// values, tasks with their times to the nanosecond, counters, stamp.
+// lists, no zero counters, no graph name: the stamp's row holds it) and
+// that every step reads back as committed: values, tasks with their times
+// to the nanosecond, counters, stamp, graph.
 func TestStepRowsCompact(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "superstep.db")
@@ -83,7 +84,7 @@ func TestStepRowsCompact(t *testing.T) {
 		if err := rows.Scan(&meta); err != nil {
 			t.Fatal(err)
 		}
-		for _, bad := range []string{`\u001f`, `"stamp"`, `"started"`, `"finished"`, `"skipped":0`} {
+		for _, bad := range []string{`\u001f`, `"stamp"`, `"started"`, `"finished"`, `"skipped":0`, `"graph"`} {
 			if strings.Contains(meta, bad) {
 				t.Errorf("step %d's row holds %s: %s", n, bad, meta)
 			}
@@ -124,6 +125,9 @@ func TestStepRowsCompact(t *testing.T) {
 			if !reflect.DeepEqual(g, w) {
 				t.Errorf("step %d task %d: %+v, want %+v", want.Step, i, g, w)
 			}
+		}
+		if got.Graph != "compact" {
+			t.Errorf("step %d: graph %q, want compact", want.Step, got.Graph)
 		}
 		if got.Counters != want.Counters || got.Stamp == nil || want.Stamp == nil || !reflect.DeepEqual(*got.Stamp, *want.Stamp) {
 			t.Errorf("step %d: counters %+v stamp %+v, want %+v %+v", want.Step, got.Counters, got.Stamp, want.Counters, want.Stamp)

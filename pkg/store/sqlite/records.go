@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
 
@@ -44,13 +46,17 @@ func (s *Store) createRun(ctx context.Context, r runs.Run) (runs.Run, bool, erro
 		r.UpdatedAt = r.CreatedAt
 	}
 	r.Version = 1
-	record, err := json.Marshal(r)
+	stampID, err := s.runStampID(ctx, r)
+	if err != nil {
+		return runs.Run{}, false, err
+	}
+	record, err := encodeRun(&r, stampID)
 	if err != nil {
 		return runs.Run{}, false, fmt.Errorf("encode: %w", err)
 	}
 	var n int64
 	err = s.w.do(ctx, func() error {
-		res, err := s.w.execLocking(ctx, s.w.createRun, r.ID, r.Graph, string(r.Status), r.ContextID, r.CreatedAt.UnixNano(), r.Version, record, graphVersion(r), graphFingerprint(r))
+		res, err := s.w.execLocking(ctx, s.w.createRun, r.ID, r.Graph, string(r.Status), r.ContextID, r.CreatedAt.UnixNano(), r.Version, record, graphVersion(r), graphFingerprint(r), stampID)
 		if err != nil {
 			return err
 		}
@@ -80,21 +86,103 @@ func (s *Store) GetRun(ctx context.Context, id string) (runs.Run, error) {
 }
 
 func (s *Store) getRun(ctx context.Context, id string) (runs.Run, error) {
-	var record []byte
-	err := s.reads.getRun.QueryRowContext(ctx, id).Scan(&record)
+	var c runColumns
+	err := s.reads.getRun.QueryRowContext(ctx, id).Scan(c.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return runs.Run{}, runs.ErrNotFound
 	}
 	if err != nil {
 		return runs.Run{}, err
 	}
-	return decodeRun(record)
+	return s.decodeRun(ctx, &c)
 }
 
-func decodeRun(record []byte) (runs.Run, error) {
+// runColumnList are the columns of run_records that runColumns scans, in
+// its order.
+const runColumnList = "id, graph, status, context_id, created_at, version, stamp_id, record"
+
+// runColumns are a row of run_records: the record and the columns that
+// hold its fields.
+type runColumns struct {
+	id, graph, status, contextID string
+	created, version, stampID    int64
+	record                       []byte
+}
+
+// dest returns where Scan stores runColumnList.
+func (c *runColumns) dest() []any {
+	return []any{&c.id, &c.graph, &c.status, &c.contextID, &c.created, &c.version, &c.stampID, &c.record}
+}
+
+// storedRun is the compact form of a run record (schema version 9): the
+// JSON of the runs.Run without the fields its row's columns hold (id,
+// graph, status, context id, created_at when it is in UTC, version) and
+// without its graph version, which the stamps table holds (the column
+// stamp_id names it), and with zero counters left out. About 200 bytes a
+// run less than the plain JSON. The outer fields shadow the Run's of the
+// same JSON name; nil, they are left out.
+//
+// Records of earlier versions are the whole JSON of the runs.Run; a
+// record without a run_id is of the compact form (see decodeRun).
+type storedRun struct {
+	*runs.Run
+	ID           *struct{}      `json:"run_id,omitempty"`
+	Graph        *struct{}      `json:"graph,omitempty"`
+	Status       *struct{}      `json:"status,omitempty"`
+	ContextID    *struct{}      `json:"context_id,omitempty"`
+	CreatedAt    *time.Time     `json:"created_at,omitempty"`
+	Version      *struct{}      `json:"version,omitempty"`
+	GraphVersion *pregel.Stamp  `json:"graph_version,omitempty"`
+	Counters     storedCounters `json:"counters,omitzero"`
+}
+
+// encodeRun returns the compact record of r, whose graph version is row
+// stampID of the stamps table (0: it has none).
+func encodeRun(r *runs.Run, stampID int64) ([]byte, error) {
+	sr := storedRun{Run: r, Counters: storedCounters(r.Counters)}
+	if y := r.CreatedAt.Year(); r.CreatedAt.Location() != time.UTC || y < 1700 || y > 2200 {
+		// The column, in Unix nanoseconds, would not give it back.
+		sr.CreatedAt = &r.CreatedAt
+	}
+	if stampID == 0 {
+		sr.GraphVersion = r.GraphVersion
+	}
+	return json.Marshal(sr)
+}
+
+// runStampID returns the number of r's graph version in the stamps table,
+// adding it if new; 0 when r has none.
+func (s *Store) runStampID(ctx context.Context, r runs.Run) (int64, error) {
+	if r.GraphVersion == nil {
+		return 0, nil
+	}
+	return s.stampRowID(ctx, r.Graph, r.GraphVersion)
+}
+
+// decodeRun returns the run of a row of run_records, of the compact form
+// or an earlier one.
+func (s *Store) decodeRun(ctx context.Context, c *runColumns) (runs.Run, error) {
 	var r runs.Run
-	if err := json.Unmarshal(record, &r); err != nil {
+	if err := json.Unmarshal(c.record, &r); err != nil {
 		return runs.Run{}, fmt.Errorf("decode run record: %w", err)
+	}
+	if r.ID != "" {
+		// Of an earlier schema version: the whole run.
+		return r, nil
+	}
+	r.ID, r.Graph, r.Status, r.ContextID, r.Version = c.id, c.graph, pregel.RunStatus(c.status), c.contextID, c.version
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = time.Unix(0, c.created).UTC()
+	}
+	if c.stampID != 0 {
+		row, err := s.stampRow(ctx, c.stampID)
+		if err != nil {
+			return runs.Run{}, err
+		}
+		// A copy: the caller may change it.
+		st := row.Stamp
+		st.Reducers = maps.Clone(st.Reducers)
+		r.GraphVersion = &st
 	}
 	return r, nil
 }
@@ -117,17 +205,21 @@ func (s *Store) updateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
 	version := r.Version
 	r.Version++
 	r.UpdatedAt = time.Now().UTC()
+	stampID, err := s.runStampID(ctx, r)
+	if err != nil {
+		return runs.Run{}, err
+	}
 	// At most twice: a second time if the first found the stored
 	// CreatedAt differs from r's.
 	for range 2 {
 		r.CreatedAt = r.CreatedAt.Round(0)
-		record, err := json.Marshal(r)
+		record, err := encodeRun(&r, stampID)
 		if err != nil {
 			return runs.Run{}, fmt.Errorf("encode: %w", err)
 		}
 		var n int64
 		err = s.w.do(ctx, func() error {
-			res, err := s.w.execLocking(ctx, s.w.updateRun, r.ID, version, r.Graph, string(r.Status), r.ContextID, record, r.CreatedAt.UnixNano(), graphVersion(r), graphFingerprint(r))
+			res, err := s.w.execLocking(ctx, s.w.updateRun, r.ID, version, r.Graph, string(r.Status), r.ContextID, record, r.CreatedAt.UnixNano(), graphVersion(r), graphFingerprint(r), stampID)
 			if err != nil {
 				return err
 			}
@@ -138,7 +230,9 @@ func (s *Store) updateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
 			return runs.Run{}, err
 		}
 		if n > 0 {
-			return decodeRun(record)
+			// What a read would return.
+			return s.decodeRun(ctx, &runColumns{id: r.ID, graph: r.Graph, status: string(r.Status), contextID: r.ContextID,
+				created: r.CreatedAt.UnixNano(), version: r.Version, stampID: stampID, record: record})
 		}
 		// Nothing updated: say why.
 		old, err := s.getRun(ctx, r.ID)
@@ -218,11 +312,12 @@ func (s *Store) listRuns(ctx context.Context, f runs.Filter) (runs.Page, error) 
 			page.NextPageToken = encodePageToken(last)
 			break
 		}
-		var record []byte
-		if err := rows.Scan(&last.created, &last.id, &record); err != nil {
+		var c runColumns
+		if err := rows.Scan(c.dest()...); err != nil {
 			return runs.Page{}, err
 		}
-		r, err := decodeRun(record)
+		last = pageKey{created: c.created, id: c.id}
+		r, err := s.decodeRun(ctx, &c)
 		if err != nil {
 			return runs.Page{}, err
 		}
@@ -294,7 +389,7 @@ func (l *listStatements) get(ctx context.Context, db *sql.DB, key listFilter) (*
 	if key&afterKey != 0 {
 		where = append(where, "(created_at, id) < (?, ?)")
 	}
-	q := "SELECT created_at, id, record FROM run_records"
+	q := "SELECT " + runColumnList + " FROM run_records"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}

@@ -103,6 +103,11 @@ ALTER TABLE run_records ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
 		// Version 8: graph version stamps stored once, which steps name
 		// by number (meta.go).
 		script(sqlStamps),
+		// Version 9: run records in a compact form, their graph
+		// version named by its row in stamps (records.go), and stamps
+		// rows that name their graph, which steps naming them leave out
+		// (meta.go). Rows of earlier versions read as before.
+		script(`ALTER TABLE run_records ADD COLUMN stamp_id INTEGER NOT NULL DEFAULT 0;`),
 	}
 }
 

@@ -191,7 +191,7 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.reads.changes, sqlChanges},
 		{&s.reads.history, sqlHistory},
 		{&s.reads.pending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? ORDER BY seq`},
-		{&s.reads.getRun, `SELECT record FROM run_records WHERE id = ?`},
+		{&s.reads.getRun, `SELECT ` + runColumnList + ` FROM run_records WHERE id = ?`},
 		{&s.reads.stamp, `SELECT stamp FROM stamps WHERE id = ?`},
 	})
 }
@@ -306,11 +306,11 @@ ON CONFLICT (run_id, step, task_id) DO UPDATE SET final = excluded.final, result
 WHERE NOT pending_tasks.final`},
 		{&w.storedPending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? AND task_id = ?`},
 		{&w.createRun, `
-INSERT INTO run_records (id, graph, status, context_id, created_at, version, record, graph_version, graph_fingerprint)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO run_records (id, graph, status, context_id, created_at, version, record, graph_version, graph_fingerprint, stamp_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING`},
 		{&w.updateRun, `
-UPDATE run_records SET graph = ?3, status = ?4, context_id = ?5, version = ?2 + 1, record = ?6, graph_version = ?8, graph_fingerprint = ?9
+UPDATE run_records SET graph = ?3, status = ?4, context_id = ?5, version = ?2 + 1, record = ?6, graph_version = ?8, graph_fingerprint = ?9, stamp_id = ?10
 WHERE id = ?1 AND version = ?2 AND created_at = ?7`},
 		// Last writer wins; a replaced item keeps its created_at.
 		{&w.ltPut, `INSERT INTO longterm_items (` + longTermColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)

@@ -267,8 +267,8 @@ func TestReopen(t *testing.T) {
 	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
 		t.Fatal(err)
 	}
-	if version != 8 || mode != "wal" {
-		t.Errorf("schema version %d, journal mode %q; want 8 and wal", version, mode)
+	if version != 9 || mode != "wal" {
+		t.Errorf("schema version %d, journal mode %q; want 9 and wal", version, mode)
 	}
 }
 

@@ -321,7 +321,7 @@ func (s *Store) commitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs
 	if err != nil {
 		return err
 	}
-	stampID, err := s.stampID(ctx, cp.Stamp)
+	stampID, err := s.stampID(ctx, cp.Graph, cp.Stamp)
 	if err != nil {
 		return err
 	}
