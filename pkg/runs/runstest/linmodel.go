@@ -84,6 +84,7 @@ type cfg struct {
 	ended  string // the active run's final status, once its record says it ended; it holds the thread until it passes it on
 	queue  []string
 	final  []fin // sorted by run: the tracked runs that ended
+	last   int32 // the Order of the last run that took the thread, if known
 	key    ckey
 	h      uint64 // hash of key
 }
@@ -97,6 +98,7 @@ type ckey struct {
 	paused, resumd, cnc bool
 	active, sup, ended  string
 	queue, final        uint64
+	last                int32
 }
 
 func asks(run string) bool { return strings.HasPrefix(run, "ask") }
@@ -124,7 +126,7 @@ func fnvUint(h, v uint64) uint64 {
 
 func (c *cfg) seal() *cfg {
 	h, m := c.lin.sum()
-	k := ckey{lin: h, msgs: int32(m), done: int8(c.done), paused: c.paused, resumd: c.resumd, cnc: c.cancel, active: c.active, sup: string(c.sup), ended: c.ended}
+	k := ckey{lin: h, msgs: int32(m), done: int8(c.done), paused: c.paused, resumd: c.resumd, cnc: c.cancel, active: c.active, sup: string(c.sup), ended: c.ended, last: c.last}
 	q := uint64(fnvOffset)
 	for _, r := range c.queue {
 		q = fnvString(q, r)
@@ -137,7 +139,7 @@ func (c *cfg) seal() *cfg {
 	k.final = f
 	c.key = k
 	x := fnvUint(fnvUint(fnvUint(fnvOffset, k.lin), k.queue), k.final)
-	x = fnvUint(x, uint64(k.msgs)<<16|uint64(k.done)<<8|uint64(b2u(k.paused))<<2|uint64(b2u(k.resumd))<<1|uint64(b2u(k.cnc)))
+	x = fnvUint(x, uint64(k.last)<<32|uint64(k.msgs)<<16|uint64(k.done)<<8|uint64(b2u(k.paused))<<2|uint64(b2u(k.resumd))<<1|uint64(b2u(k.cnc)))
 	c.h = fnvString(fnvString(fnvString(x, k.active), k.sup), k.ended)
 	return c
 }
@@ -218,9 +220,15 @@ type linModel struct {
 // run end only so (a prophecy: it takes only the branches the history
 // took; a run whose record and checkpoints disagree with what clients saw
 // of it still makes the history illegal).
+//
+// Order is the run's place in the order in which its thread's runs took
+// the thread (1 for the first; 0 if it never did, or it is not known: see
+// orderLog). The model activates runs only in that order, and queues a
+// run only behind runs that took the thread before it.
 type runFact struct {
 	Status string
 	Writes int
+	Order  int `json:",omitempty"`
 }
 
 // end records that the active run of n (a clone) ended with status: its
@@ -245,7 +253,8 @@ func (lm *linModel) mayCommit(c *cfg) bool {
 
 // passOn takes the ended active run off the thread, its writes in the
 // lineage unless it was discarded, and makes the next queued run active.
-func passOn(c *cfg) *cfg {
+// It returns nil if that run did not take the thread next (its Order).
+func (lm *linModel) passOn(c *cfg) *cfg {
 	n := c.clone()
 	if n.ended != "discarded" {
 		n.lin = n.lin.add(n.active, n.done)
@@ -253,8 +262,43 @@ func passOn(c *cfg) *cfg {
 	n.active, n.done, n.paused, n.resumd, n.sup, n.cancel, n.ended = "", 0, false, false, "", false, ""
 	if len(n.queue) > 0 {
 		n.active, n.queue = n.queue[0], slices.Clone(n.queue[1:])
+		if !lm.activate(n) {
+			return nil
+		}
 	}
 	return n.seal()
+}
+
+// activate records that the active run of n (a clone) took the thread,
+// and reports false if it did so out of its Order.
+func (lm *linModel) activate(n *cfg) bool {
+	o := int32(lm.facts[n.active].Order)
+	if o == 0 {
+		return true
+	}
+	if o <= n.last {
+		return false
+	}
+	n.last = o
+	return true
+}
+
+// mayQueue reports whether run may queue on c: it took the thread after
+// the active run and the queued runs, as far as their Orders are known.
+func (lm *linModel) mayQueue(c *cfg, run string) bool {
+	o := lm.facts[run].Order
+	if o == 0 {
+		return true
+	}
+	if o <= int(c.last) {
+		return false
+	}
+	for _, q := range c.queue {
+		if lm.facts[q].Order > o {
+			return false
+		}
+	}
+	return true
 }
 
 // internal lists the configurations one background event leads to: the
@@ -265,7 +309,10 @@ func (lm *linModel) internal(c *cfg) []*cfg {
 	case c.active == "":
 		return nil
 	case c.ended != "":
-		return []*cfg{passOn(c)}
+		if n := lm.passOn(c); n != nil {
+			return []*cfg{n}
+		}
+		return nil
 	case c.paused:
 		return nil // until a client resumes or cancels it, or a newer run supersedes it
 	}
@@ -325,6 +372,9 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 			}
 			n := c.clone()
 			n.active = in.Run
+			if !lm.activate(n) {
+				return nil
+			}
 			return n.seal()
 		case in.Strategy == runs.StrategyReject:
 			// Busy also while the active run has ended but not yet
@@ -333,7 +383,7 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 				return nil
 			}
 			return c
-		case out.Err != "":
+		case out.Err != "" || !lm.mayQueue(c, in.Run):
 			return nil
 		}
 		n := c.clone()
@@ -444,6 +494,7 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 type cset struct {
 	members []*cfg
 	hash    uint64
+	closed  bool // under background events
 }
 
 func newCset(cs []*cfg) *cset {
@@ -470,9 +521,17 @@ func (s *cset) equal(o *cset) bool {
 
 // closure adds to s every configuration background events lead to.
 func (lm *linModel) closure(ctx context.Context, s *cset) []*cfg {
-	seen := make(map[ckey]bool, 2*len(s.members))
-	all := make([]*cfg, 0, 2*len(s.members))
-	for _, c := range s.members {
+	if s.closed {
+		return s.members
+	}
+	return lm.close(ctx, s.members)
+}
+
+// close adds to cs every configuration background events lead to.
+func (lm *linModel) close(ctx context.Context, cs []*cfg) []*cfg {
+	seen := make(map[ckey]bool, 2*len(cs))
+	all := make([]*cfg, 0, 2*len(cs))
+	for _, c := range cs {
 		if !seen[c.key] {
 			seen[c.key] = true
 			all = append(all, c)
@@ -489,6 +548,10 @@ func (lm *linModel) closure(ctx context.Context, s *cset) []*cfg {
 	return all
 }
 
+// step applies an operation to every configuration the state allows, and
+// closes the result under background events. Closed states are canonical:
+// two orders of operations that allow the same configurations lead to
+// equal states, which porcupine's cache then finds.
 func (lm *linModel) step(ctx context.Context, state, input, output any) (bool, any) {
 	s, in, out := state.(*cset), input.(linInput), output.(linOutput)
 	var next []*cfg
@@ -500,7 +563,13 @@ func (lm *linModel) step(ctx context.Context, state, input, output any) (bool, a
 	if len(next) == 0 || ctx.Err() != nil {
 		return false, nil
 	}
-	return true, newCset(next)
+	next = lm.close(ctx, next)
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	ns := newCset(next)
+	ns.closed = true
+	return true, ns
 }
 
 // model is the porcupine model of a history: per thread partitions, the
@@ -523,7 +592,7 @@ func (lm *linModel) model() porcupine.Model {
 			}
 			return out
 		},
-		Init: func() any { return newCset([]*cfg{(&cfg{}).seal()}) },
+		Init: func() any { return newCset([]*cfg{(&cfg{}).seal()}) }, // closed: an idle thread has no background events
 		Step: func(state, input, output any) (bool, any) {
 			return lm.step(context.Background(), state, input, output)
 		},
