@@ -179,13 +179,13 @@ func (e *tenv) finish(t *testing.T, created []string, strict bool, settle time.D
 func (e *tenv) facts(t *testing.T, created []string) map[string]runFact {
 	t.Helper()
 	facts := make(map[string]runFact, len(created))
-	order := e.order.activations()
+	claims, order := e.order.orders()
 	for _, id := range created {
 		r, err := e.svc.Get(t.Context(), id)
 		if err != nil || !r.Status.Terminal() {
 			continue
 		}
-		f := runFact{Status: finalStatus(r), Order: order[id]}
+		f := runFact{Status: finalStatus(r), Order: order[id], Claim: claims[id]}
 		cp, err := e.svc.Checkpoints.Load(t.Context(), id, pregel.Latest)
 		if err == nil {
 			var msgs []string

@@ -85,6 +85,7 @@ type cfg struct {
 	queue  []string
 	final  []fin // sorted by run: the tracked runs that ended
 	last   int32 // the Order of the last run that took the thread, if known
+	claim  int32 // the Claim of the last run that claimed the thread, if known
 	key    ckey
 	h      uint64 // hash of key
 }
@@ -98,7 +99,7 @@ type ckey struct {
 	paused, resumd, cnc bool
 	active, sup, ended  string
 	queue, final        uint64
-	last                int32
+	last, claim         int32
 }
 
 func asks(run string) bool { return strings.HasPrefix(run, "ask") }
@@ -126,7 +127,7 @@ func fnvUint(h, v uint64) uint64 {
 
 func (c *cfg) seal() *cfg {
 	h, m := c.lin.sum()
-	k := ckey{lin: h, msgs: int32(m), done: int8(c.done), paused: c.paused, resumd: c.resumd, cnc: c.cancel, active: c.active, sup: string(c.sup), ended: c.ended, last: c.last}
+	k := ckey{lin: h, msgs: int32(m), done: int8(c.done), paused: c.paused, resumd: c.resumd, cnc: c.cancel, active: c.active, sup: string(c.sup), ended: c.ended, last: c.last, claim: c.claim}
 	q := uint64(fnvOffset)
 	for _, r := range c.queue {
 		q = fnvString(q, r)
@@ -139,7 +140,7 @@ func (c *cfg) seal() *cfg {
 	k.final = f
 	c.key = k
 	x := fnvUint(fnvUint(fnvUint(fnvOffset, k.lin), k.queue), k.final)
-	x = fnvUint(x, uint64(k.last)<<32|uint64(k.msgs)<<16|uint64(k.done)<<8|uint64(b2u(k.paused))<<2|uint64(b2u(k.resumd))<<1|uint64(b2u(k.cnc)))
+	x = fnvUint(x, uint64(k.claim)<<40|uint64(k.last)<<24|uint64(k.msgs)<<16|uint64(k.done)<<8|uint64(b2u(k.paused))<<2|uint64(b2u(k.resumd))<<1|uint64(b2u(k.cnc)))
 	c.h = fnvString(fnvString(fnvString(x, k.active), k.sup), k.ended)
 	return c
 }
@@ -221,14 +222,16 @@ type linModel struct {
 // took; a run whose record and checkpoints disagree with what clients saw
 // of it still makes the history illegal).
 //
-// Order is the run's place in the order in which its thread's runs took
-// the thread (1 for the first; 0 if it never did, or it is not known: see
-// orderLog). The model activates runs only in that order, and queues a
-// run only behind runs that took the thread before it.
+// Claim is the run's place in the order in which its thread's runs claimed
+// the thread (queued, or took it idle), and Order its place in the order
+// in which they took the thread (1 for the first; 0 if it never did, or
+// it is not known: see orderLog). The model lets creates claim only in
+// the Claim order, and activates runs only in the Order.
 type runFact struct {
 	Status string
 	Writes int
 	Order  int `json:",omitempty"`
+	Claim  int `json:",omitempty"`
 }
 
 // end records that the active run of n (a clone) ended with status: its
@@ -280,6 +283,20 @@ func (lm *linModel) activate(n *cfg) bool {
 		return false
 	}
 	n.last = o
+	return true
+}
+
+// claims records that run claimed the thread of n (a clone), and reports
+// false if it did so out of its Claim order.
+func (lm *linModel) claims(n *cfg, run string) bool {
+	o := int32(lm.facts[run].Claim)
+	if o == 0 {
+		return true
+	}
+	if o <= n.claim {
+		return false
+	}
+	n.claim = o
 	return true
 }
 
@@ -372,7 +389,7 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 			}
 			n := c.clone()
 			n.active = in.Run
-			if !lm.activate(n) {
+			if !lm.claims(n, in.Run) || !lm.activate(n) {
 				return nil
 			}
 			return n.seal()
@@ -387,6 +404,9 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 			return nil
 		}
 		n := c.clone()
+		if !lm.claims(n, in.Run) {
+			return nil
+		}
 		n.queue = append(slices.Clone(n.queue), in.Run)
 		// The first interrupt or rollback supersedes a run that has
 		// not ended; one that has ended (its end raced the claim) is
@@ -494,7 +514,6 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 type cset struct {
 	members []*cfg
 	hash    uint64
-	closed  bool // under background events
 }
 
 func newCset(cs []*cfg) *cset {
@@ -521,17 +540,9 @@ func (s *cset) equal(o *cset) bool {
 
 // closure adds to s every configuration background events lead to.
 func (lm *linModel) closure(ctx context.Context, s *cset) []*cfg {
-	if s.closed {
-		return s.members
-	}
-	return lm.close(ctx, s.members)
-}
-
-// close adds to cs every configuration background events lead to.
-func (lm *linModel) close(ctx context.Context, cs []*cfg) []*cfg {
-	seen := make(map[ckey]bool, 2*len(cs))
-	all := make([]*cfg, 0, 2*len(cs))
-	for _, c := range cs {
+	seen := make(map[ckey]bool, 2*len(s.members))
+	all := make([]*cfg, 0, 2*len(s.members))
+	for _, c := range s.members {
 		if !seen[c.key] {
 			seen[c.key] = true
 			all = append(all, c)
@@ -548,10 +559,6 @@ func (lm *linModel) close(ctx context.Context, cs []*cfg) []*cfg {
 	return all
 }
 
-// step applies an operation to every configuration the state allows, and
-// closes the result under background events. Closed states are canonical:
-// two orders of operations that allow the same configurations lead to
-// equal states, which porcupine's cache then finds.
 func (lm *linModel) step(ctx context.Context, state, input, output any) (bool, any) {
 	s, in, out := state.(*cset), input.(linInput), output.(linOutput)
 	var next []*cfg
@@ -563,13 +570,7 @@ func (lm *linModel) step(ctx context.Context, state, input, output any) (bool, a
 	if len(next) == 0 || ctx.Err() != nil {
 		return false, nil
 	}
-	next = lm.close(ctx, next)
-	if ctx.Err() != nil {
-		return false, nil
-	}
-	ns := newCset(next)
-	ns.closed = true
-	return true, ns
+	return true, newCset(next)
 }
 
 // model is the porcupine model of a history: per thread partitions, the
@@ -592,7 +593,7 @@ func (lm *linModel) model() porcupine.Model {
 			}
 			return out
 		},
-		Init: func() any { return newCset([]*cfg{(&cfg{}).seal()}) }, // closed: an idle thread has no background events
+		Init: func() any { return newCset([]*cfg{(&cfg{}).seal()}) },
 		Step: func(state, input, output any) (bool, any) {
 			return lm.step(context.Background(), state, input, output)
 		},

@@ -21,11 +21,15 @@ import (
 type orderLog struct {
 	runs.ThreadStore
 	mu       sync.Mutex
-	versions map[string]map[int64]string // thread → version → active run
+	versions map[string]map[int64]holders // thread → version → its runs
 }
 
+// holders are the runs a version of a thread's record names: the active
+// run, then the queued ones in their order, then the superseding one.
+type holders []string
+
 func newOrderLog(s runs.ThreadStore) *orderLog {
-	return &orderLog{ThreadStore: s, versions: map[string]map[int64]string{}}
+	return &orderLog{ThreadStore: s, versions: map[string]map[int64]holders{}}
 }
 
 func (l *orderLog) saw(t runs.Thread) {
@@ -33,10 +37,14 @@ func (l *orderLog) saw(t runs.Thread) {
 	defer l.mu.Unlock()
 	v := l.versions[t.ID]
 	if v == nil {
-		v = map[int64]string{}
+		v = map[int64]holders{}
 		l.versions[t.ID] = v
 	}
-	v[t.Version] = t.Active
+	h := append(holders{t.Active}, t.Queue...)
+	if t.Superseding != nil {
+		h = append(h, t.Superseding.Run)
+	}
+	v[t.Version] = h
 }
 
 // CreateThread implements runs.ThreadStore.
@@ -66,27 +74,37 @@ func (l *orderLog) UpdateThread(ctx context.Context, t runs.Thread) (runs.Thread
 	return out, err
 }
 
-// activations returns, for each run that took a thread, its place in
-// its thread's order of activations (1 for the first).
-func (l *orderLog) activations() map[string]int {
+// orders returns, for each run that its thread's records name, its
+// place in the order in which runs claimed the thread (the claim that
+// queued it or made it active; 1 for the first) and its place in the
+// order in which runs took the thread (became active). A run that held
+// the thread only in versions not seen has no place in the second.
+func (l *orderLog) orders() (claims, activations map[string]int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	order := map[string]int{}
+	claims, activations = map[string]int{}, map[string]int{}
 	for _, byVersion := range l.versions {
 		vs := make([]int64, 0, len(byVersion))
 		for v := range byVersion {
 			vs = append(vs, v)
 		}
 		slices.Sort(vs)
-		n := 0
+		var nc, na int
 		for _, v := range vs {
-			if r := byVersion[v]; r != "" {
-				if _, ok := order[r]; !ok {
-					n++
-					order[r] = n
+			h := byVersion[v]
+			if r := h[0]; r != "" {
+				if _, ok := activations[r]; !ok {
+					na++
+					activations[r] = na
+				}
+			}
+			for _, r := range h {
+				if _, ok := claims[r]; r != "" && !ok {
+					nc++
+					claims[r] = nc
 				}
 			}
 		}
 	}
-	return order
+	return claims, activations
 }
