@@ -57,7 +57,8 @@ type LinConfig struct {
 	// Settle is how long the runs may take to end after the clients
 	// stopped (default 30 s).
 	Settle time.Duration
-	// Parallel is how many threads' clients run at once (default 8):
+	// Parallel is how many threads' clients run at once (default
+	// SUPERSTEP_LINEARIZABLE_PARALLEL, or 8):
 	// more, and the runs the embedded scheduler executes fall behind
 	// the clients, queues grow long, and runs are still unfinished when
 	// their facts are read (the model then cannot prune its state).
@@ -82,6 +83,10 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 		created []string
 	)
 	prefix := uniq(t)
+	begin := time.Now()
+	if cfg.Parallel <= 0 {
+		cfg.Parallel, _ = strconv.Atoi(os.Getenv("SUPERSTEP_LINEARIZABLE_PARALLEL"))
+	}
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 8
 	}
@@ -121,6 +126,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 		})
 	}
 	wg.Wait()
+	clients := time.Since(begin)
 	if cfg.Settle == 0 {
 		cfg.Settle = 30 * time.Second
 	}
@@ -137,7 +143,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 	start := time.Now()
 	model := newLinModel(history, facts).model()
 	res, info := porcupine.CheckOperationsVerbose(model, history, cfg.Timeout)
-	t.Logf("linearizability: %d operations on %d threads, %d clients each (seed %d): %s (checked in %v)", len(history), cfg.Threads, cfg.Clients, seed, res, time.Since(start).Round(time.Millisecond))
+	t.Logf("linearizability: %d operations on %d threads, %d clients each, %d threads at a time (seed %d): %s (clients %v, checked in %v)", len(history), cfg.Threads, cfg.Clients, min(cfg.Parallel, cfg.Threads), seed, res, clients.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	if res == porcupine.Illegal {
 		dir := os.Getenv("SUPERSTEP_LINEARIZABLE_HTML")
 		if dir == "" {
