@@ -60,7 +60,10 @@ func TestOrderLog(t *testing.T) {
 		func(th *runs.Thread) { th.Active = "a" },
 		func(th *runs.Thread) { th.Queue = []string{"b"} },
 		func(th *runs.Thread) { th.Queue = []string{"b", "c"} },
-		func(th *runs.Thread) { th.Queue = []string{"b", "c", "d"}; th.Superseding = &runs.Superseding{Run: "d"} },
+		func(th *runs.Thread) {
+			th.Queue = []string{"b", "c", "d"}
+			th.Superseding = &runs.Superseding{Run: "d"}
+		},
 		func(th *runs.Thread) { th.Active, th.Queue, th.Superseding = "b", []string{"d"}, nil }, // c cancelled
 		func(th *runs.Thread) { th.Active, th.Queue = "d", nil },
 	} {
