@@ -63,6 +63,10 @@ type LinConfig struct {
 	// the clients, queues grow long, and runs are still unfinished when
 	// their facts are read (the model then cannot prune its state).
 	Parallel int
+	// Poll is the pause between two reads of a run's status while a
+	// client waits for it (default SUPERSTEP_LINEARIZABLE_POLL, or 1 ms):
+	// on moto, clients polling every millisecond starve the runs.
+	Poll time.Duration
 }
 
 // CheckLinearizable runs the clients of Linearizable on the stores
@@ -90,6 +94,12 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 8
 	}
+	if cfg.Poll <= 0 {
+		cfg.Poll, _ = time.ParseDuration(os.Getenv("SUPERSTEP_LINEARIZABLE_POLL"))
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Millisecond
+	}
 	slots := make(chan struct{}, cfg.Parallel)
 	var wg sync.WaitGroup
 	for th := range cfg.Threads {
@@ -100,7 +110,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 			t.Fatal(err)
 		}
 		for c := range cfg.Clients {
-			cl := &linClient{e: e, strict: cfg.Strict, thread: thread, rng: rand.New(rand.NewPCG(seed, uint64(th*cfg.Clients+c))), name: fmt.Sprintf("%d-%d", th, c)}
+			cl := &linClient{e: e, strict: cfg.Strict, poll: cfg.Poll, thread: thread, rng: rand.New(rand.NewPCG(seed, uint64(th*cfg.Clients+c))), name: fmt.Sprintf("%d-%d", th, c)}
 			tw.Go(func() {
 				for i := range cfg.Ops {
 					in := cl.next(i)
@@ -130,7 +140,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 	if cfg.Settle == 0 {
 		cfg.Settle = 30 * time.Second
 	}
-	e.finish(t, created, cfg.Strict, cfg.Settle)
+	e.finish(t, created, cfg.Strict, cfg.Settle, max(cfg.Poll, 2*time.Millisecond))
 	facts := e.facts(t, created)
 	if dir := os.Getenv("SUPERSTEP_LINEARIZABLE_DUMP"); dir != "" {
 		if err := dumpHistory(filepath.Join(dir, fmt.Sprintf("history-%d.json", time.Now().UnixNano())), history, facts); err != nil {
@@ -158,7 +168,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 
 // finish cancels the runs the clients left (unrecorded: the history is
 // complete), and checks that every run ends.
-func (e *tenv) finish(t *testing.T, created []string, strict bool, settle time.Duration) {
+func (e *tenv) finish(t *testing.T, created []string, strict bool, settle, poll time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(settle)
 	for _, id := range created {
@@ -176,7 +186,7 @@ func (e *tenv) finish(t *testing.T, created []string, strict bool, settle time.D
 			if !r.CancelRequested {
 				_, _ = e.svc.Cancel(t.Context(), id)
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(poll)
 		}
 	}
 }
@@ -210,6 +220,7 @@ func (e *tenv) facts(t *testing.T, created []string) map[string]runFact {
 type linClient struct {
 	e      *tenv
 	strict bool
+	poll   time.Duration
 	thread string
 	name   string
 	rng    *rand.Rand
@@ -360,7 +371,7 @@ func (c *linClient) do(t *testing.T, in linInput) (linOutput, int64) {
 		case time.Now().After(deadline):
 			return linOutput{Status: "waiting"}, call
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(c.poll)
 	}
 }
 
