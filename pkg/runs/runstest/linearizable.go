@@ -57,11 +57,16 @@ type LinConfig struct {
 	// Settle is how long the runs may take to end after the clients
 	// stopped (default 30 s).
 	Settle time.Duration
-	// Parallel is how many threads' clients run at once (default 8):
+	// Parallel is how many threads' clients run at once (default
+	// SUPERSTEP_LINEARIZABLE_PARALLEL, or 8):
 	// more, and the runs the embedded scheduler executes fall behind
 	// the clients, queues grow long, and runs are still unfinished when
 	// their facts are read (the model then cannot prune its state).
 	Parallel int
+	// Poll is the pause between two reads of a run's status while a
+	// client waits for it (default SUPERSTEP_LINEARIZABLE_POLL, or 1 ms):
+	// on moto, clients polling every millisecond starve the runs.
+	Poll time.Duration
 }
 
 // CheckLinearizable runs the clients of Linearizable on the stores
@@ -82,8 +87,18 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 		created []string
 	)
 	prefix := uniq(t)
+	begin := time.Now()
+	if cfg.Parallel <= 0 {
+		cfg.Parallel, _ = strconv.Atoi(os.Getenv("SUPERSTEP_LINEARIZABLE_PARALLEL"))
+	}
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = 8
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll, _ = time.ParseDuration(os.Getenv("SUPERSTEP_LINEARIZABLE_POLL"))
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Millisecond
 	}
 	slots := make(chan struct{}, cfg.Parallel)
 	var wg sync.WaitGroup
@@ -95,7 +110,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 			t.Fatal(err)
 		}
 		for c := range cfg.Clients {
-			cl := &linClient{e: e, strict: cfg.Strict, thread: thread, rng: rand.New(rand.NewPCG(seed, uint64(th*cfg.Clients+c))), name: fmt.Sprintf("%d-%d", th, c)}
+			cl := &linClient{e: e, strict: cfg.Strict, poll: cfg.Poll, thread: thread, rng: rand.New(rand.NewPCG(seed, uint64(th*cfg.Clients+c))), name: fmt.Sprintf("%d-%d", th, c)}
 			tw.Go(func() {
 				for i := range cfg.Ops {
 					in := cl.next(i)
@@ -121,10 +136,11 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 		})
 	}
 	wg.Wait()
+	clients := time.Since(begin)
 	if cfg.Settle == 0 {
 		cfg.Settle = 30 * time.Second
 	}
-	e.finish(t, created, cfg.Strict, cfg.Settle)
+	e.finish(t, created, cfg.Strict, cfg.Settle, max(cfg.Poll, 2*time.Millisecond))
 	facts := e.facts(t, created)
 	if dir := os.Getenv("SUPERSTEP_LINEARIZABLE_DUMP"); dir != "" {
 		if err := dumpHistory(filepath.Join(dir, fmt.Sprintf("history-%d.json", time.Now().UnixNano())), history, facts); err != nil {
@@ -137,7 +153,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 	start := time.Now()
 	model := newLinModel(history, facts).model()
 	res, info := porcupine.CheckOperationsVerbose(model, history, cfg.Timeout)
-	t.Logf("linearizability: %d operations on %d threads, %d clients each (seed %d): %s (checked in %v)", len(history), cfg.Threads, cfg.Clients, seed, res, time.Since(start).Round(time.Millisecond))
+	t.Logf("linearizability: %d operations on %d threads, %d clients each, %d threads at a time (seed %d): %s (clients %v, checked in %v)", len(history), cfg.Threads, cfg.Clients, min(cfg.Parallel, cfg.Threads), seed, res, clients.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	if res == porcupine.Illegal {
 		dir := os.Getenv("SUPERSTEP_LINEARIZABLE_HTML")
 		if dir == "" {
@@ -152,7 +168,7 @@ func CheckLinearizable(t *testing.T, cfg LinConfig, newEnv func(t *testing.T) Th
 
 // finish cancels the runs the clients left (unrecorded: the history is
 // complete), and checks that every run ends.
-func (e *tenv) finish(t *testing.T, created []string, strict bool, settle time.Duration) {
+func (e *tenv) finish(t *testing.T, created []string, strict bool, settle, poll time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(settle)
 	for _, id := range created {
@@ -170,7 +186,7 @@ func (e *tenv) finish(t *testing.T, created []string, strict bool, settle time.D
 			if !r.CancelRequested {
 				_, _ = e.svc.Cancel(t.Context(), id)
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(poll)
 		}
 	}
 }
@@ -179,12 +195,13 @@ func (e *tenv) finish(t *testing.T, created []string, strict bool, settle time.D
 func (e *tenv) facts(t *testing.T, created []string) map[string]runFact {
 	t.Helper()
 	facts := make(map[string]runFact, len(created))
+	claims, order := e.order.orders()
 	for _, id := range created {
 		r, err := e.svc.Get(t.Context(), id)
 		if err != nil || !r.Status.Terminal() {
 			continue
 		}
-		f := runFact{Status: finalStatus(r)}
+		f := runFact{Status: finalStatus(r), Order: order[id], Claim: claims[id]}
 		cp, err := e.svc.Checkpoints.Load(t.Context(), id, pregel.Latest)
 		if err == nil {
 			var msgs []string
@@ -203,6 +220,7 @@ func (e *tenv) facts(t *testing.T, created []string) map[string]runFact {
 type linClient struct {
 	e      *tenv
 	strict bool
+	poll   time.Duration
 	thread string
 	name   string
 	rng    *rand.Rand
@@ -353,7 +371,7 @@ func (c *linClient) do(t *testing.T, in linInput) (linOutput, int64) {
 		case time.Now().After(deadline):
 			return linOutput{Status: "waiting"}, call
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(c.poll)
 	}
 }
 

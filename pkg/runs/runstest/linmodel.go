@@ -84,6 +84,8 @@ type cfg struct {
 	ended  string // the active run's final status, once its record says it ended; it holds the thread until it passes it on
 	queue  []string
 	final  []fin // sorted by run: the tracked runs that ended
+	last   int32 // the Order of the last run that took the thread, if known
+	claim  int32 // the Claim of the last run that claimed the thread, if known
 	key    ckey
 	h      uint64 // hash of key
 }
@@ -97,6 +99,7 @@ type ckey struct {
 	paused, resumd, cnc bool
 	active, sup, ended  string
 	queue, final        uint64
+	last, claim         int32
 }
 
 func asks(run string) bool { return strings.HasPrefix(run, "ask") }
@@ -124,7 +127,7 @@ func fnvUint(h, v uint64) uint64 {
 
 func (c *cfg) seal() *cfg {
 	h, m := c.lin.sum()
-	k := ckey{lin: h, msgs: int32(m), done: int8(c.done), paused: c.paused, resumd: c.resumd, cnc: c.cancel, active: c.active, sup: string(c.sup), ended: c.ended}
+	k := ckey{lin: h, msgs: int32(m), done: int8(c.done), paused: c.paused, resumd: c.resumd, cnc: c.cancel, active: c.active, sup: string(c.sup), ended: c.ended, last: c.last, claim: c.claim}
 	q := uint64(fnvOffset)
 	for _, r := range c.queue {
 		q = fnvString(q, r)
@@ -137,7 +140,7 @@ func (c *cfg) seal() *cfg {
 	k.final = f
 	c.key = k
 	x := fnvUint(fnvUint(fnvUint(fnvOffset, k.lin), k.queue), k.final)
-	x = fnvUint(x, uint64(k.msgs)<<16|uint64(k.done)<<8|uint64(b2u(k.paused))<<2|uint64(b2u(k.resumd))<<1|uint64(b2u(k.cnc)))
+	x = fnvUint(x, uint64(k.claim)<<40|uint64(k.last)<<24|uint64(k.msgs)<<16|uint64(k.done)<<8|uint64(b2u(k.paused))<<2|uint64(b2u(k.resumd))<<1|uint64(b2u(k.cnc)))
 	c.h = fnvString(fnvString(fnvString(x, k.active), k.sup), k.ended)
 	return c
 }
@@ -218,9 +221,17 @@ type linModel struct {
 // run end only so (a prophecy: it takes only the branches the history
 // took; a run whose record and checkpoints disagree with what clients saw
 // of it still makes the history illegal).
+//
+// Claim is the run's place in the order in which its thread's runs claimed
+// the thread (queued, or took it idle), and Order its place in the order
+// in which they took the thread (1 for the first; 0 if it never did, or
+// it is not known: see orderLog). The model lets creates claim only in
+// the Claim order, and activates runs only in the Order.
 type runFact struct {
 	Status string
 	Writes int
+	Order  int `json:",omitempty"`
+	Claim  int `json:",omitempty"`
 }
 
 // end records that the active run of n (a clone) ended with status: its
@@ -245,7 +256,8 @@ func (lm *linModel) mayCommit(c *cfg) bool {
 
 // passOn takes the ended active run off the thread, its writes in the
 // lineage unless it was discarded, and makes the next queued run active.
-func passOn(c *cfg) *cfg {
+// It returns nil if that run did not take the thread next (its Order).
+func (lm *linModel) passOn(c *cfg) *cfg {
 	n := c.clone()
 	if n.ended != "discarded" {
 		n.lin = n.lin.add(n.active, n.done)
@@ -253,8 +265,57 @@ func passOn(c *cfg) *cfg {
 	n.active, n.done, n.paused, n.resumd, n.sup, n.cancel, n.ended = "", 0, false, false, "", false, ""
 	if len(n.queue) > 0 {
 		n.active, n.queue = n.queue[0], slices.Clone(n.queue[1:])
+		if !lm.activate(n) {
+			return nil
+		}
 	}
 	return n.seal()
+}
+
+// activate records that the active run of n (a clone) took the thread,
+// and reports false if it did so out of its Order.
+func (lm *linModel) activate(n *cfg) bool {
+	o := int32(lm.facts[n.active].Order)
+	if o == 0 {
+		return true
+	}
+	if o <= n.last {
+		return false
+	}
+	n.last = o
+	return true
+}
+
+// claims records that run claimed the thread of n (a clone), and reports
+// false if it did so out of its Claim order.
+func (lm *linModel) claims(n *cfg, run string) bool {
+	o := int32(lm.facts[run].Claim)
+	if o == 0 {
+		return true
+	}
+	if o <= n.claim {
+		return false
+	}
+	n.claim = o
+	return true
+}
+
+// mayQueue reports whether run may queue on c: it took the thread after
+// the active run and the queued runs, as far as their Orders are known.
+func (lm *linModel) mayQueue(c *cfg, run string) bool {
+	o := lm.facts[run].Order
+	if o == 0 {
+		return true
+	}
+	if o <= int(c.last) {
+		return false
+	}
+	for _, q := range c.queue {
+		if lm.facts[q].Order > o {
+			return false
+		}
+	}
+	return true
 }
 
 // internal lists the configurations one background event leads to: the
@@ -265,7 +326,10 @@ func (lm *linModel) internal(c *cfg) []*cfg {
 	case c.active == "":
 		return nil
 	case c.ended != "":
-		return []*cfg{passOn(c)}
+		if n := lm.passOn(c); n != nil {
+			return []*cfg{n}
+		}
+		return nil
 	case c.paused:
 		return nil // until a client resumes or cancels it, or a newer run supersedes it
 	}
@@ -325,6 +389,9 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 			}
 			n := c.clone()
 			n.active = in.Run
+			if !lm.claims(n, in.Run) || !lm.activate(n) {
+				return nil
+			}
 			return n.seal()
 		case in.Strategy == runs.StrategyReject:
 			// Busy also while the active run has ended but not yet
@@ -333,10 +400,13 @@ func (lm *linModel) applyOp(c *cfg, in linInput, out linOutput) *cfg {
 				return nil
 			}
 			return c
-		case out.Err != "":
+		case out.Err != "" || !lm.mayQueue(c, in.Run):
 			return nil
 		}
 		n := c.clone()
+		if !lm.claims(n, in.Run) {
+			return nil
+		}
 		n.queue = append(slices.Clone(n.queue), in.Run)
 		// The first interrupt or rollback supersedes a run that has
 		// not ended; one that has ended (its end raced the claim) is

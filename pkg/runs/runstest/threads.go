@@ -284,6 +284,9 @@ type tenv struct {
 	once  sync.Once
 	// inside counts the reply nodes executing, max the most at once.
 	inside, max atomic.Int32
+	// order keeps the thread records' versions (the order in which
+	// runs took their threads).
+	order *orderLog
 }
 
 // chatState is the state of the suite's graph.
@@ -330,7 +333,8 @@ func newThreadEnv(t *testing.T, newEnv func(t *testing.T) ThreadEnv) *tenv {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	e.svc = &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: st.Threads, Logger: log}
+	e.order = newOrderLog(st.Threads)
+	e.svc = &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: e.order, Logger: log}
 	e.sched = embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Concurrency: 4, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
 	e.svc.Dispatcher = e.sched
 	ctx, cancel := context.WithCancel(context.Background())
