@@ -81,8 +81,9 @@ type FaultConfig struct {
 	// Timeout bounds the checker (default 5 minutes); Settle the wait
 	// for the runs to end after the clients stopped (default 60 s);
 	// Unavailable how long a client keeps trying a request the API does
-	// not take (default 60 s).
-	Timeout, Settle, Unavailable time.Duration
+	// not take (default 60 s); Poll the pause between two reads of a
+	// run's status while a client waits for it (default 2 ms).
+	Timeout, Settle, Unavailable, Poll time.Duration
 	// Strict fails the test on an unexpected error and on a run left
 	// unfinished (see LinConfig.Strict).
 	Strict bool
@@ -96,12 +97,14 @@ type FaultResult struct {
 	// unavailable; Runs created (known or possibly).
 	Ops, Unknown, Retried, Runs int
 	Seed                        uint64
-	Check                       time.Duration
+	// Clients is how long the clients took, Settle the wait for the
+	// runs to end, Check the checker.
+	Clients, Settle, Check time.Duration
 }
 
 func (r FaultResult) String() string {
-	return fmt.Sprintf("%s: %d operations (%d with an unknown outcome), %d requests tried again, %d runs, checked in %v (seed %d)",
-		r.Verdict, r.Ops, r.Unknown, r.Retried, r.Runs, r.Check.Round(time.Millisecond), r.Seed)
+	return fmt.Sprintf("%s: %d operations (%d with an unknown outcome), %d requests tried again, %d runs; clients %v, settling %v, checked in %v (seed %d)",
+		r.Verdict, r.Ops, r.Unknown, r.Retried, r.Runs, r.Clients.Round(time.Millisecond), r.Settle.Round(time.Millisecond), r.Check.Round(time.Millisecond), r.Seed)
 }
 
 // CheckFaults runs cfg.Clients clients on each of cfg.Threads new
@@ -128,8 +131,12 @@ func CheckFaults(t *testing.T, cfg FaultConfig, api ThreadAPI) FaultResult {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Minute
 	}
+	if cfg.Poll == 0 {
+		cfg.Poll = 2 * time.Millisecond
+	}
 	res := FaultResult{Seed: cfg.Seed}
 	ctx := t.Context()
+	begin := time.Now()
 	prefix := uniq(t)
 	var (
 		mu      sync.Mutex
@@ -172,13 +179,29 @@ func CheckFaults(t *testing.T, cfg FaultConfig, api ThreadAPI) FaultResult {
 	slices.Sort(created)
 	created = slices.Compact(created)
 	res.Runs = len(created)
+	res.Clients = time.Since(begin)
+	settled := time.Now()
 	facts := finishFaults(t, api, created, cfg)
+	res.Settle = time.Since(settled)
 	for _, op := range history {
 		if op.Output.(linOutput).Err == errUnknown {
 			res.Unknown++
 		}
 	}
 	res.Ops = len(history)
+	if os.Getenv("SUPERSTEP_FAULTS_DEBUG") != "" {
+		took := map[string][]time.Duration{}
+		for _, op := range history {
+			if op.Return != math.MaxInt64 {
+				in := op.Input.(linInput)
+				took[in.Op] = append(took[in.Op], time.Duration(op.Return-op.Call))
+			}
+		}
+		for op, ds := range took {
+			slices.Sort(ds)
+			t.Logf("%s: %d, median %v, max %v", op, len(ds), ds[len(ds)/2], ds[len(ds)-1])
+		}
+	}
 	if dir := os.Getenv("SUPERSTEP_LINEARIZABLE_DUMP"); dir != "" {
 		if err := dumpHistory(filepath.Join(dir, fmt.Sprintf("faults-%d.json", time.Now().UnixNano())), history, facts); err != nil {
 			t.Log(err)
@@ -317,7 +340,7 @@ func (c *faultClient) do(t *testing.T, in linInput) (linOutput, int64, error) {
 		case time.Now().After(deadline):
 			return linOutput{Status: "waiting"}, call, nil
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(c.cfg.Poll)
 	}
 }
 
@@ -366,7 +389,7 @@ func finishFaults(t *testing.T, api ThreadAPI, created []string, cfg FaultConfig
 			if !r.CancelRequested {
 				_ = retry(ctx, cfg.Unavailable, nil, func() error { return api.Cancel(ctx, id) })
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(cfg.Poll)
 		}
 	}
 	return facts
