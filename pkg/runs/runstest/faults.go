@@ -415,7 +415,7 @@ func faultModel(lm *linModel) porcupine.Model {
 				next = append(next, n)
 			}
 		}
-		if ctx.Err() != nil {
+		if len(next) == 0 || ctx.Err() != nil {
 			return false, nil
 		}
 		return true, newCset(next)
