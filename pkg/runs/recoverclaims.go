@@ -7,15 +7,17 @@ import (
 	"slices"
 )
 
-// RecoverClaims repairs, at once, the threads claimed by runs that were
-// never stored: a creator killed between claiming a thread (as its
+// RecoverClaims repairs, at once, the threads a crash left held: by a
+// run that ended before it passed its thread on, or claimed by runs that
+// were never stored: a creator killed between claiming a thread (as its
 // active run, or in its queue) and storing the run leaves a claim no run
 // will ever release, and without this the thread stays busy, its queued
 // runs pending, until a later create finds the claim StaleClaim old.
 // Call it when no creator can be at work on the store: as a server that
 // is the store's only writer starts, before it serves (superstep dev). It
-// takes the unstored runs off every thread, starts the run each thread
-// passes to, and returns how many claims it dropped.
+// passes on the threads of ended runs, takes the unstored runs off every
+// thread, starts the run each thread passes to, and returns how many
+// claims of unstored runs it dropped.
 func (s *Service) RecoverClaims(ctx context.Context) (int, error) {
 	ts, err := s.threads()
 	if err != nil {
@@ -50,6 +52,19 @@ func (s *Service) recoverClaims(ctx context.Context, t Thread) (int, error) {
 			return false, nil
 		}
 		return err == nil, err
+	}
+	if t.Active != "" {
+		// Its active run ended, and the crash came before it passed the
+		// thread on.
+		if r, err := s.Runs.GetRun(ctx, t.Active); err == nil && leftThread(r) {
+			s.logger().Warn("thread still held by a run that left it; passing it on", "thread_id", t.ID, "run_id", r.ID, "status", r.Status)
+			if err := s.RunStopped(ctx, r); err != nil {
+				return 0, err
+			}
+			if t, err = s.Threads.GetThread(ctx, t.ID); err != nil {
+				return 0, err
+			}
+		}
 	}
 	var ghosts []string
 	for _, id := range slices.Concat([]string{t.Active}, t.Queue) {

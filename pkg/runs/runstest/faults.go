@@ -357,38 +357,41 @@ func finishFaults(t *testing.T, api ThreadAPI, created []string, cfg FaultConfig
 	ctx := t.Context()
 	deadline := time.Now().Add(cfg.Settle)
 	facts := make(map[string]runFact, len(created))
-	for _, id := range created {
-		for {
+	left := slices.Clone(created)
+	for len(left) > 0 {
+		var still []string
+		for _, id := range left {
 			var r RunView
 			err := retry(ctx, cfg.Unavailable, nil, func() error {
 				var err error
 				r, err = api.Run(ctx, id)
 				return err
 			})
-			if errors.Is(err, runs.ErrNotFound) {
-				break
-			}
-			if err != nil {
+			switch {
+			case errors.Is(err, runs.ErrNotFound):
+				continue
+			case err != nil:
 				t.Errorf("run %s: %v", id, err)
-				break
-			}
-			if r.Status.Terminal() {
+				continue
+			case r.Status.Terminal():
 				f := runFact{Status: r.final()}
 				if i := slices.Index(r.Messages, id); i >= 0 {
 					f.Writes = len(r.Messages) - i
 				}
 				facts[id] = f
-				break
-			}
-			if time.Now().After(deadline) {
+				continue
+			case time.Now().After(deadline):
 				if cfg.Strict {
 					t.Errorf("run %s still %s %v after the clients stopped (cancel asked %v, superseded by %q)", id, r.Status, cfg.Settle, r.CancelRequested, r.SupersededBy)
 				}
-				break
-			}
-			if !r.CancelRequested {
+				continue
+			case !r.CancelRequested:
 				_ = retry(ctx, cfg.Unavailable, nil, func() error { return api.Cancel(ctx, id) })
 			}
+			still = append(still, id)
+		}
+		left = still
+		if len(left) > 0 {
 			time.Sleep(cfg.Poll)
 		}
 	}
