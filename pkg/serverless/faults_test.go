@@ -189,13 +189,13 @@ func (d *disorder) handle(ctx context.Context, msg queued) bool {
 // seeded by the check's seed). Every run must end, and the histories must
 // be linearizable against the model of runstest.Linearizable.
 //
-// Short by default (2 threads × 3 clients × 5 operations: the emulator
+// Short by default (2 threads × 3 clients × 4 operations: the emulator
 // serves one request at a time, and a run takes some 80 of them);
 // SUPERSTEP_FAULTS_OPS=N makes N operations (at least) on N/120 threads of
 // 3 clients (pkg/runs/README.md).
 func TestThreadsLinearizableSQSDisorder(t *testing.T) {
 	t.Parallel()
-	threads, clients, ops := 2, 3, 5
+	threads, clients, ops := 2, 3, 4
 	if n, _ := strconv.Atoi(os.Getenv("SUPERSTEP_FAULTS_OPS")); n > 0 {
 		ops = 40
 		threads = (n + clients*ops - 1) / (clients * ops)
@@ -205,7 +205,7 @@ func TestThreadsLinearizableSQSDisorder(t *testing.T) {
 	if v, err := strconv.ParseUint(os.Getenv("SUPERSTEP_LINEARIZABLE_SEED"), 10, 64); err == nil {
 		seed = v
 	}
-	d := &disorder{s: s, rng: rand.New(rand.NewPCG(seed, 1)), maxDelay: 100 * time.Millisecond}
+	d := &disorder{s: s, rng: rand.New(rand.NewPCG(seed, 1)), maxDelay: 50 * time.Millisecond}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
