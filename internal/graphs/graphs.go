@@ -18,10 +18,17 @@ import (
 // result was recorded. Leave it unset in real use.
 const ExecLogEnv = "SUPERSTEP_TEST_EXEC_LOG"
 
+// lookup reads a test graph's variable: set and not empty.
+func lookup(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
 // Graphs returns the functions that compile the graphs the repository's
 // binaries serve: the example graphs (examples.Graphs), plus the test-only
 // ExecLogGraph when getenv (nil: none) returns a file name for
-// ExecLogEnv.
+// ExecLogEnv, and ThreadChatGraph when it returns a delay for
+// ThreadChatEnv.
 //
 //	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...))
 func Graphs(getenv func(string) string) []func() (*pregel.Graph, error) {
@@ -29,6 +36,9 @@ func Graphs(getenv func(string) string) []func() (*pregel.Graph, error) {
 	if getenv != nil {
 		if path := getenv(ExecLogEnv); path != "" {
 			out = append(out, func() (*pregel.Graph, error) { return execLogGraph(path) })
+		}
+		if delay, ok := lookup(getenv, ThreadChatEnv); ok {
+			out = append(out, func() (*pregel.Graph, error) { return threadChatGraph(delay) })
 		}
 	}
 	return out
@@ -47,6 +57,13 @@ func Registry(getenv func(string) string) (*runs.Registry, error) {
 	if getenv != nil {
 		if path := getenv(ExecLogEnv); path != "" {
 			g, err := execLogGraph(path)
+			if err != nil {
+				return nil, fmt.Errorf("register test graph: %w", err)
+			}
+			all = append(all, g)
+		}
+		if delay, ok := lookup(getenv, ThreadChatEnv); ok {
+			g, err := threadChatGraph(delay)
 			if err != nil {
 				return nil, fmt.Errorf("register test graph: %w", err)
 			}

@@ -169,6 +169,16 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 	if err := sched.Start(schedCtx); err != nil {
 		return failed(fmt.Errorf("start scheduler: %w", err))
 	}
+	// Before serving: a create cut by a crash of the last dev may have
+	// claimed a thread for a run it never stored.
+	if svc.Threads != nil {
+		if n, err := svc.RecoverClaims(ctx); err != nil {
+			_ = sched.Shutdown(context.Background(), 0)
+			return failed(err)
+		} else if n > 0 {
+			log.Warn("threads claimed by runs that were never stored were passed on", "claims", n)
+		}
+	}
 	// Schedules (pkg/schedule): kept in the same file, fired by this
 	// process; firings missed while it was stopped are made up once.
 	schedules, stopSchedules, closeSchedules, err := startSchedules(ctx, path, svc, log)
