@@ -778,15 +778,29 @@ var errUnchanged = errors.New("run record unchanged")
 // drain or a cancel came since (a cancel also sends a tick of its own).
 // Otherwise the record is read afresh.
 //
-// When every task of the next step is remote, and the record read afresh
-// shows no drain or cancel, advance sends their node tasks itself rather
-// than a tick that would only send them: the record is read after the
-// step's tasks ran, as that tick would read it.
+// When every task of the next step is remote, advance sends their node
+// tasks itself rather than a tick that would only send them. It reads the
+// record first unless seen shows nothing to stop for and the Checkpointer
+// is a StopCommitter (whose commit of cp would have reported a request
+// that came since seen was read): a request that comes after the commit
+// is seen by the node tasks, which read the record before executing, and
+// stops the run at the same boundary.
 func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, seen *runs.Run) error {
 	remote := allRemote(g, cp)
-	if !remote && seen != nil && seen.Status == pregel.RunRunning && !seen.DrainRequested && !seen.CancelRequested &&
+	if seen != nil && seen.Status == pregel.RunRunning && !seen.DrainRequested && !seen.CancelRequested &&
 		cp.DrainRequest == "" && !cp.Done() && cp.Step < g.MaxSteps() {
-		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+		if !remote {
+			return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+		}
+		if _, watched := h.Checkpoints.(StopCommitter); watched {
+			// The commit would have said if a drain or cancel had come
+			// since seen was read (seen is nil then), and each node task
+			// reads the record before it executes: a request that comes
+			// after the commit stops the run at the same boundary, by the
+			// first node task (not started: drained before the step) or
+			// by the cancel's tick. So the record is not read again.
+			return h.sendStep(ctx, g, cp)
+		}
 	}
 	next := false
 	rec, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
@@ -835,21 +849,25 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		}
 		return h.stopped(ctx, rec)
 	}
-	switch {
-	case next && remote:
-		tasks := g.Plan(cp)
-		ctx = h.openTick(ctx)
-		h.annotate(ctx, len(tasks), "dispatched")
-		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
-		sends := make([]NodeTask, len(tasks))
-		for i, t := range tasks {
-			sends[i] = NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}
-		}
-		return h.sendTasks(ctx, sends) // in batches: fanout.go
-	case next:
-		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+	if remote {
+		return h.sendStep(ctx, g, cp)
 	}
-	return nil
+	return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+}
+
+// sendStep sends the node tasks of the step after cp, all of whose tasks
+// are remote, as the tick of that step would (its superstep span, when
+// deferred in ctx, and its step_started event).
+func (h *Handler) sendStep(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint) error {
+	tasks := g.Plan(cp)
+	ctx = h.openTick(ctx)
+	h.annotate(ctx, len(tasks), "dispatched")
+	emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
+	sends := make([]NodeTask, len(tasks))
+	for i, t := range tasks {
+		sends[i] = NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}
+	}
+	return h.sendTasks(ctx, sends) // in batches: fanout.go
 }
 
 // allRemote reports whether the step after cp has tasks and all of them
