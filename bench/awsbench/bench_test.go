@@ -98,6 +98,12 @@ var largeDoc = sync.OnceValue(func() string {
 // loop).
 func loopGraph[S any](tb testing.TB, name string, step func(S) S, done func(S) bool, opts ...pregel.NodeOption) *pregel.Graph {
 	tb.Helper()
+	return loopGraphMax(tb, name, 1000, step, done, opts...)
+}
+
+// loopGraphMax is loopGraph with a run limited to maxSteps supersteps.
+func loopGraphMax[S any](tb testing.TB, name string, maxSteps int, step func(S) S, done func(S) bool, opts ...pregel.NodeOption) *pregel.Graph {
+	tb.Helper()
 	g := pregel.NewGraph[S](name)
 	g.AddFunc("step", func(_ context.Context, s S) (S, error) { return step(s), nil }, opts...)
 	g.AddEdge(pregel.Start, "step")
@@ -107,7 +113,7 @@ func loopGraph[S any](tb testing.TB, name string, step func(S) S, done func(S) b
 		}
 		return []string{"step"}, nil
 	}, "step", pregel.End)
-	cg, err := g.Compile(pregel.MaxSteps(1000))
+	cg, err := g.Compile(pregel.MaxSteps(maxSteps))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -130,6 +136,7 @@ func registry(tb testing.TB, fan *fanCounter) *runs.Registry {
 	reg, err := runs.NewRegistry(
 		loopGraph(tb, inlineGraph, inc, loopDone),
 		loopGraph(tb, remoteGraph, inc, loopDone, pregel.Remote()),
+		loopGraphMax(tb, longGraph, longLimit, inc, loopDone),
 		loopGraph(tb, largeGraph, large, func(s largeState) bool { return s.Count >= s.Limit }, pregel.Reads("limit", "count")),
 		fanOutGraph(tb, fan),
 	)
@@ -332,6 +339,8 @@ type deployment struct {
 	// cfg, awsCfg, graphs and logger make the Apps.
 	cfg    serverless.Config
 	awsCfg aws.Config
+	// plainCfg is the emulator's configuration without the meters.
+	plainCfg aws.Config
 	graphs *runs.Registry
 	logger *slog.Logger
 	// warm keeps one App per function in apps; otherwise every
@@ -383,7 +392,7 @@ func deploy(tb testing.TB, warm bool) *deployment {
 		invocations: map[string]float64{},
 		durations:   map[string]time.Duration{},
 	}
-	d.awsCfg = srv.Config.Copy()
+	d.awsCfg, d.plainCfg = srv.Config.Copy(), srv.Config.Copy()
 	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, d.appMeter.Install, d.capacity.Install, d.queues.Install)
 	d.logger = slog.New(slog.NewJSONHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	esmCfg := srv.Config.Copy()
