@@ -211,7 +211,7 @@ func BenchmarkAWSRemote(b *testing.B)          { benchScenario(b, remote) }
 // TICK_CHAIN_STEPS=20: the node function that commits a step of the loop
 // runs the next one (one remote task) in the same invocation.
 func BenchmarkAWSRemoteChained(b *testing.B) { benchScenario(b, remoteChained) }
-func BenchmarkAWSLargeState(b *testing.B)      { benchScenario(b, large) }
+func BenchmarkAWSLargeState(b *testing.B)    { benchScenario(b, large) }
 
 // BenchmarkAWSInlineEvents and BenchmarkAWSRemoteEvents are the inline
 // and remote loops with RUN_EVENTS=on, every run's events kept (as for a
@@ -351,8 +351,8 @@ type deployment struct {
 	awsCfg aws.Config
 	// plainCfg is the emulator's configuration without the meters.
 	plainCfg aws.Config
-	graphs *runs.Registry
-	logger *slog.Logger
+	graphs   *runs.Registry
+	logger   *slog.Logger
 	// warm keeps one App per function in apps; otherwise every
 	// invocation has a new one.
 	warm bool
