@@ -107,8 +107,13 @@ func TestAWSLongRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		points = append(points, point{step: cp.Step, t: d.snapshot(), busy: busy})
-		if len(points)%100 == 0 {
-			t.Logf("step %d of %d after %s", cp.Step, steps, time.Since(started).Round(time.Second))
+		if long && len(points)%(window/chainLongSteps) == 1 {
+			// The figures of the last window so far, for a run cut short.
+			a, b := points[len(points)-1-window/chainLongSteps], points[len(points)-1]
+			n, u := float64(b.step-a.step), b.t.sub(a.t)
+			t.Logf("steps %5d-%5d after %6s: %6.2f ms, %.3f requests (%.3f DynamoDB), %.1f bytes written per superstep",
+				a.step+1, b.step, time.Since(started).Round(time.Second), float64((b.busy-a.busy).Microseconds())/1e3/n,
+				(u.sum("ddb.req.")+u.sum("sqs.req."))/n, u.sum("ddb.req.")/n, (u["ddb.reqB.PutItem"]+u["ddb.reqB.UpdateItem"])/n)
 		}
 	}
 	r, err := d.verify.GetRun(ctx, id)
