@@ -197,21 +197,29 @@ func TestNodeChain(t *testing.T) {
 // after its step committed, and a chain cut short is taken up by the
 // redelivery of its first message.
 func TestNodeChainFaults(t *testing.T) {
-	nodeChainFaults(t, func(t *testing.T) backend { return memoryBackend(t) }, 40, 12)
+	nodeChainFaults(t, func(t *testing.T) backend { return memoryBackend(t) }, 1, 40, 12)
 }
 
-// TestNodeChainFaultsDynamo is TestNodeChainFaults on DynamoDB (moto),
-// whose commits report stop requests: chained steps read nothing.
-func TestNodeChainFaultsDynamo(t *testing.T) {
+// TestNodeChainDynamo is the node chain's tests on DynamoDB (moto), whose
+// commits report stop requests, so that chained steps read nothing: the
+// faults at every third store call and send, a kill in each chained step,
+// and the lease of a chained step; one emulator for all (make test).
+func TestNodeChainDynamo(t *testing.T) {
 	srv := mototest.Start(t)
-	nodeChainFaults(t, func(t *testing.T) backend { return dynamoLoopBackend(t, srv.Config) }, 14, 6)
+	be := func(t *testing.T) backend { return dynamoLoopBackend(t, srv.Config) }
+	t.Run("faults", func(t *testing.T) { nodeChainFaults(t, be, 3, 14, 6) })
+	t.Run("killed", func(t *testing.T) { nodeChainKilled(t, be) })
+	t.Run("leases", func(t *testing.T) { nodeChainLeases(t, be) })
 }
 
 var tableSeq atomic.Int64
 
-func nodeChainFaults(t *testing.T, be func(*testing.T) backend, calls, sends int) {
+// nodeChainFaults runs the remote loop with chains of 3 and a crash at
+// every every-th store call up to calls (before and after it reaches the
+// store) and every every-th send up to sends.
+func nodeChainFaults(t *testing.T, be func(*testing.T) backend, every, calls, sends int) {
 	chain := tick.Chain{Steps: 3}
-	for failAt := 1; failAt <= calls; failAt++ {
+	for failAt := 1; failAt <= calls; failAt += every {
 		for _, after := range []bool{false, true} {
 			t.Run(fmt.Sprintf("store call %d, after=%v", failAt, after), func(t *testing.T) {
 				e, rr := newLoopEnv(t, be(t), chain)
@@ -220,7 +228,7 @@ func nodeChainFaults(t *testing.T, be func(*testing.T) backend, calls, sends int
 			})
 		}
 	}
-	for failSend := 1; failSend <= sends; failSend++ {
+	for failSend := 1; failSend <= sends; failSend += every {
 		t.Run(fmt.Sprintf("send %d", failSend), func(t *testing.T) {
 			e, rr := newLoopEnv(t, be(t), chain)
 			var n atomic.Int32
@@ -240,32 +248,30 @@ func nodeChainFaults(t *testing.T, be func(*testing.T) backend, calls, sends int
 // redelivery finds the run past its step and sends the open step's node
 // task, so the run ends as undisturbed, whichever chained step it died in.
 func TestNodeChainKilledMidChain(t *testing.T) {
-	srv := mototest.Start(t)
-	for _, be := range []struct {
-		name string
-		make func(*testing.T) backend
-	}{{"memory", func(t *testing.T) backend { return memoryBackend(t) }}, {"dynamo", func(t *testing.T) backend { return dynamoLoopBackend(t, srv.Config) }}} {
-		for killAt := 2; killAt <= 6; killAt++ {
-			t.Run(fmt.Sprintf("%s/killed in step %d", be.name, killAt), func(t *testing.T) {
-				e, rr := newLoopEnv(t, be.make(t), tick.Chain{Steps: 10})
-				var killed atomic.Bool
-				e.store.killed = &killed
-				e.queue.failSend = func() error {
-					if killed.Load() {
-						return errCrash
-					}
-					return nil
+	nodeChainKilled(t, func(t *testing.T) backend { return memoryBackend(t) })
+}
+
+func nodeChainKilled(t *testing.T, be func(*testing.T) backend) {
+	for killAt := 2; killAt <= 6; killAt++ {
+		t.Run(fmt.Sprintf("killed in step %d", killAt), func(t *testing.T) {
+			e, rr := newLoopEnv(t, be(t), tick.Chain{Steps: 10})
+			var killed atomic.Bool
+			e.store.killed = &killed
+			e.queue.failSend = func() error {
+				if killed.Load() {
+					return errCrash
 				}
-				e.delivered = func() { killed.Store(false) }
-				var once sync.Once
-				rr.hook = func(step int) {
-					if step == killAt {
-						once.Do(func() { killed.Store(true) })
-					}
+				return nil
+			}
+			e.delivered = func() { killed.Store(false) }
+			var fired atomic.Bool
+			rr.hook = func(step int) {
+				if step == killAt && fired.CompareAndSwap(false, true) {
+					killed.Store(true)
 				}
-				runLoop(t, e, rr, "k", rand.New(rand.NewPCG(uint64(killAt), 9)), false)
-			})
-		}
+			}
+			runLoop(t, e, rr, "k", rand.New(rand.NewPCG(uint64(killAt), 9)), false)
+		})
 	}
 }
 
@@ -273,33 +279,29 @@ func TestNodeChainKilledMidChain(t *testing.T) {
 // late tick or a late copy of the chain's first message sends one) does
 // not execute it: the chained step holds the task's lease.
 func TestNodeChainLeasesChainedSteps(t *testing.T) {
-	srv := mototest.Start(t)
-	for _, be := range []struct {
-		name string
-		make func(*testing.T) backend
-	}{{"memory", func(t *testing.T) backend { return memoryBackend(t) }}, {"dynamo", func(t *testing.T) backend { return dynamoLoopBackend(t, srv.Config) }}} {
-		t.Run(be.name, func(t *testing.T) {
-			e, rr := newLoopEnv(t, be.make(t), tick.Chain{Steps: 10})
-			var fired atomic.Bool
-			var copyErr error
-			rr.hook = func(step int) {
-				if step != 3 || !fired.CompareAndSwap(false, true) {
-					return // (the copy, if it executes, does not wait)
-				}
-				ctx := context.Background()
-				cp, err := e.store.Load(ctx, "l", 2)
-				if err != nil {
-					copyErr = err
-					return
-				}
-				g, _ := e.h.Graphs.Get("remoteloop")
-				copyErr = e.h.Node(ctx, tick.NodeTask{RunID: "l", Step: 3, TaskID: g.Plan(cp)[0].ID})
-			}
-			runLoop(t, e, rr, "l", rand.New(rand.NewPCG(1, 1)), false)
-			if !errors.Is(copyErr, tick.ErrClaimed) {
-				t.Errorf("the copy of the chained step's node task returned %v, want tick.ErrClaimed", copyErr)
-			}
-		})
+	nodeChainLeases(t, func(t *testing.T) backend { return memoryBackend(t) })
+}
+
+func nodeChainLeases(t *testing.T, be func(*testing.T) backend) {
+	e, rr := newLoopEnv(t, be(t), tick.Chain{Steps: 10})
+	var fired atomic.Bool
+	var copyErr error
+	rr.hook = func(step int) {
+		if step != 3 || !fired.CompareAndSwap(false, true) {
+			return // (the copy, if it executes, does not wait)
+		}
+		ctx := context.Background()
+		cp, err := e.store.Load(ctx, "l", 2)
+		if err != nil {
+			copyErr = err
+			return
+		}
+		g, _ := e.h.Graphs.Get("remoteloop")
+		copyErr = e.h.Node(ctx, tick.NodeTask{RunID: "l", Step: 3, TaskID: g.Plan(cp)[0].ID})
+	}
+	runLoop(t, e, rr, "l", rand.New(rand.NewPCG(1, 1)), false)
+	if !errors.Is(copyErr, tick.ErrClaimed) {
+		t.Errorf("the copy of the chained step's node task returned %v, want tick.ErrClaimed", copyErr)
 	}
 }
 
