@@ -33,8 +33,8 @@ const envLongSteps = "SUPERSTEP_AWS_LONG_STEPS"
 // longStepsShort is TestAWSLongRun's run length in make test, and
 // longWindowShort the steps of its first and last windows.
 const (
-	longStepsShort  = 300
-	longWindowShort = 100
+	longStepsShort  = 200
+	longWindowShort = 60
 )
 
 // longWindow is what one window of a long run costs per superstep.
@@ -55,7 +55,9 @@ type longWindow struct {
 // windows of steps: time, requests and bytes read and written, and the
 // bytes stored. Requests and bytes must be within 10 % of each other
 // (nothing a step does may grow with the run), the time within 10 % in
-// the long version and within 3× in the short one (a loaded machine).
+// the long version and within 5× in the short one (which a loaded
+// machine's noise over 60 steps can approach; a step that grows with the
+// run shows in its requests or bytes first).
 //
 // In make test it runs longStepsShort steps (windows of longWindowShort);
 // SUPERSTEP_AWS_LONG_STEPS=20000 is the run (windows of 1,000):
@@ -169,7 +171,7 @@ func TestAWSLongRun(t *testing.T) {
 		a, b   float64
 		margin float64
 	}{
-		{"time (ms)", w1.ms, w2.ms, 3},
+		{"time (ms)", w1.ms, w2.ms, 5},
 		{"AWS requests", w1.requests, w2.requests, 1.1},
 		{"DynamoDB requests", w1.ddb, w2.ddb, 1.1},
 		{"bytes read", w1.readB, w2.readB, 1.1},
