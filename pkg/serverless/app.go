@@ -92,9 +92,10 @@ const (
 	// it is deleted). DynamoDB's TTL then deletes it, and the sweep its
 	// runs (see dynamo.WithThreadRetention).
 	EnvThreadRetention = "THREAD_RETENTION"
-	// EnvTickChainSteps is the most supersteps a tick message runs while
-	// their tasks are inline (optional, default 1: one per message; see
-	// tick.Chain).
+	// EnvTickChainSteps is the most supersteps one message runs: a tick's
+	// while their tasks are inline, a node task's while the next step is
+	// one remote task (optional, default 1: one per message; the SAM
+	// template sets 20; see tick.Chain).
 	EnvTickChainSteps = "TICK_CHAIN_STEPS"
 	// EnvTickChainBudget bounds the time a tick spends on a chain of
 	// supersteps, as a Go duration (optional; the function's timeout,

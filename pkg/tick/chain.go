@@ -2,6 +2,7 @@ package tick
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -44,6 +45,19 @@ const DefaultChainMargin = 10 * time.Second
 // in a chain leaves the message of its first step, which a redelivery
 // turns into the tick of the first step not committed. When the chain
 // ends, the next tick is sent as without one.
+//
+// A node handler (Handler.Node) chains too, on the same terms, but to
+// steps of exactly one remote task: after it commits a step whose next
+// step is one remote task, it executes that task in the same call instead
+// of sending its node task, and commits it. That saves the node task's
+// three SQS requests, an invocation and the read of the run (with a
+// StopCommitter). The chained task still takes its lease: a node task of
+// the step sent again meanwhile (a late tick, a late copy of the chain's
+// first message) does not execute it. A chained step that fails before
+// its commit sends its node task; a handler killed in a chain leaves the
+// chain's first message, whose redelivery finds the run past its step and
+// sends the open step's work again (marked NodeTask.Resent, so that a
+// copy finding its own step committed in turn sends nothing).
 type Chain struct {
 	// Steps is the most supersteps one tick message runs; 0 or 1 is one
 	// superstep per message, the default.
@@ -66,6 +80,12 @@ type chain struct {
 	// steps is the number of steps committed in the chain.
 	steps   int
 	longest time.Duration
+	// node: a node handler's chain, which goes on to steps of one remote
+	// task (a tick's goes on to steps whose tasks are all inline).
+	node bool
+	// committed, when set, is set true by the commit of the step in
+	// progress (see commitOnly).
+	committed *bool
 }
 
 // start returns the state of a chain beginning now, or nil if chains are
@@ -80,6 +100,16 @@ func (c Chain) start(ctx context.Context) *chain {
 	now := time.Now()
 	ch := &chain{cfg: c, began: now, last: now}
 	ch.deadline, ch.limited = ctx.Deadline()
+	return ch
+}
+
+// startNode is start for a node handler: the chain goes on to steps of
+// one remote task.
+func (c Chain) startNode(ctx context.Context) *chain {
+	ch := c.start(ctx)
+	if ch != nil {
+		ch.node = true
+	}
 	return ch
 }
 
@@ -103,6 +133,10 @@ func (c *chain) next(g *pregel.Graph, cp *pregel.Checkpoint) bool {
 	tasks := g.Plan(cp)
 	if len(tasks) == 0 {
 		return false
+	}
+	if c.node {
+		info, _ := g.Node(tasks[0].Node())
+		return len(tasks) == 1 && info.IsRemote()
 	}
 	for _, t := range tasks {
 		if info, _ := g.Node(t.Node()); info.IsRemote() {
@@ -179,3 +213,46 @@ func (h *Handler) chainOn(ctx context.Context, ch *chain, r *tickRun) error {
 	}
 	return h.decide(ctx, Tick{RunID: r.cp.RunID, Step: r.cp.Step + 1}, ch, r, nil)
 }
+
+// chainNode runs the next step of a node handler's chain, one remote task,
+// in this call (see Chain), from r: the run as the chain carries it on
+// (r.run set) or, with r.run unset, as its node task would read it. The
+// task takes its lease as a delivered one would: a node task of the step
+// sent again (by a late tick, or a late copy of the chain's first
+// message) does not execute it meanwhile. If the step fails before its
+// commit (an error, or the function's deadline), its node task is sent,
+// so that a delivery goes on from it; if that send fails too, the error
+// is returned, and the redelivery of the chain's first message sends it
+// (see Handler.node).
+func (h *Handler) chainNode(ctx context.Context, ch *chain, r *tickRun) error {
+	tasks := r.g.Plan(r.cp)
+	nt := NodeTask{RunID: r.cp.RunID, Step: r.cp.Step + 1, TaskID: tasks[0].ID}
+	ctx = h.openTick(ctx)
+	h.annotate(ctx, 1, "chained")
+	emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: nt.Step, Tasks: 1})
+	pre := r
+	if r.run.ID == "" {
+		pre = nil
+	}
+	err := h.node(ctx, nt, ch, pre)
+	var handed *chainError
+	switch {
+	case err == nil, errors.Is(err, ErrClaimed):
+		// ErrClaimed: another handler executes the task, and commits.
+		return nil
+	case errors.As(err, &handed):
+		return err // a later step's, which could not hand it off
+	}
+	h.log().WarnContext(ctx, "a chained step failed; its node task is sent", "run_id", nt.RunID, "step", nt.Step, "err", err)
+	if serr := h.sendTasks(context.WithoutCancel(ctx), []NodeTask{nt}); serr != nil {
+		return &chainError{fmt.Errorf("chained step %d: %w; its node task was not sent: %w", nt.Step, err, serr)}
+	}
+	return nil
+}
+
+// chainError is the error of a chained step that could not be handed off
+// to a node task of its own.
+type chainError struct{ err error }
+
+func (e *chainError) Error() string { return e.err.Error() }
+func (e *chainError) Unwrap() error { return e.err }

@@ -62,6 +62,10 @@ type NodeTask struct {
 	RunID  string `json:"run_id"`
 	Step   int    `json:"step"`
 	TaskID string `json:"task_id"`
+	// Resent marks a node task sent again by the handler of an earlier
+	// step's task that found the run past its step (see Chain): a resent
+	// task that finds its own step committed sends nothing in turn.
+	Resent bool `json:"resent,omitempty"`
 }
 
 // Queue carries ticks and node tasks between handlers.
@@ -739,12 +743,27 @@ func (h *Handler) commit(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 	}
 	emitStepCommitted(ctx, cp, out.Checkpoint, len(tasks))
 	h.annotate(ctx, 0, "committed")
+	if ch != nil && ch.committed != nil {
+		*ch.committed = true
+	}
 	if stop {
 		// A drain or cancel came since seen was read: advance reads the
 		// record and stops the run at this boundary.
 		seen = nil
 	}
-	if ch.next(g, out.Checkpoint) {
+	switch {
+	case !ch.next(g, out.Checkpoint):
+	case ch.node:
+		// A node handler's chain: the next step is one remote task.
+		if r, ok := chainedRun(g, out.Checkpoint, seen, watched); ok {
+			return h.chainNode(ctx, ch, r)
+		}
+		if !watched && seen != nil && seen.Status == pregel.RunRunning && !seen.DrainRequested && !seen.CancelRequested {
+			// No stop reports: the task reads the run as its node task
+			// would have.
+			return h.chainNode(ctx, ch, &tickRun{cp: out.Checkpoint, g: g})
+		}
+	default:
 		if r, ok := chainedRun(g, out.Checkpoint, seen, watched); ok {
 			// The commit would have said if a drain or cancel had come
 			// since seen was read (StopCommitter): the next step starts
@@ -783,15 +802,29 @@ var errUnchanged = errors.New("run record unchanged")
 // drain or a cancel came since (a cancel also sends a tick of its own).
 // Otherwise the record is read afresh.
 //
-// When every task of the next step is remote, and the record read afresh
-// shows no drain or cancel, advance sends their node tasks itself rather
-// than a tick that would only send them: the record is read after the
-// step's tasks ran, as that tick would read it.
+// When every task of the next step is remote, advance sends their node
+// tasks itself rather than a tick that would only send them. It reads the
+// record first unless seen shows nothing to stop for and the Checkpointer
+// is a StopCommitter (whose commit of cp would have reported a request
+// that came since seen was read): a request that comes after the commit
+// is seen by the node tasks, which read the record before executing, and
+// stops the run at the same boundary.
 func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, seen *runs.Run) error {
 	remote := allRemote(g, cp)
-	if !remote && seen != nil && seen.Status == pregel.RunRunning && !seen.DrainRequested && !seen.CancelRequested &&
+	if seen != nil && seen.Status == pregel.RunRunning && !seen.DrainRequested && !seen.CancelRequested &&
 		cp.DrainRequest == "" && !cp.Done() && cp.Step < g.MaxSteps() {
-		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+		if !remote {
+			return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+		}
+		if _, watched := h.Checkpoints.(StopCommitter); watched {
+			// The commit would have said if a drain or cancel had come
+			// since seen was read (seen is nil then), and each node task
+			// reads the record before it executes: a request that comes
+			// after the commit stops the run at the same boundary, by the
+			// first node task (not started: drained before the step) or
+			// by the cancel's tick. So the record is not read again.
+			return h.sendStep(ctx, g, cp)
+		}
 	}
 	next := false
 	rec, err := runs.Mutate(ctx, h.Runs, cp.RunID, func(r *runs.Run) error {
@@ -840,25 +873,34 @@ func (h *Handler) advance(ctx context.Context, g *pregel.Graph, cp *pregel.Check
 		}
 		return h.stopped(ctx, rec)
 	}
-	switch {
-	case next && remote:
-		tasks := g.Plan(cp)
-		ctx = h.openTick(ctx)
-		h.annotate(ctx, len(tasks), "dispatched")
-		emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
-		sends := make([]NodeTask, len(tasks))
-		for i, t := range tasks {
-			sends[i] = NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID}
-		}
-		if err := h.shardStep(ctx, g, cp.RunID, cp.Step+1, tasks); err != nil { // fanout.go
-			return err
-		}
-		return h.sendTasks(ctx, sends) // in batches: fanout.go
-	case next:
-		return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
+	if remote {
+		return h.sendStep(ctx, g, cp)
 	}
-	return nil
+	return h.Queue.SendTick(ctx, Tick{RunID: cp.RunID, Step: cp.Step + 1})
 }
+
+// sendStep sends the node tasks of the step after cp, all of whose tasks
+// are remote, as the tick of that step would (its superstep span, when
+// deferred in ctx, and its step_started event).
+func (h *Handler) sendStep(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint) error {
+	tasks := g.Plan(cp)
+	ctx = h.openTick(ctx)
+	h.annotate(ctx, len(tasks), "dispatched")
+	emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: cp.Step + 1, Tasks: len(tasks)})
+	resent, _ := ctx.Value(resentKey{}).(bool)
+	sends := make([]NodeTask, len(tasks))
+	for i, t := range tasks {
+		sends[i] = NodeTask{RunID: cp.RunID, Step: cp.Step + 1, TaskID: t.ID, Resent: resent}
+	}
+	if err := h.shardStep(ctx, g, cp.RunID, cp.Step+1, tasks); err != nil { // fanout.go
+		return err
+	}
+	return h.sendTasks(ctx, sends) // in batches: fanout.go
+}
+
+// resentKey marks, in a context, node tasks sent again by a node handler
+// whose own step was committed since (NodeTask.Resent).
+type resentKey struct{}
 
 // allRemote reports whether the step after cp has tasks and all of them
 // are remote.
@@ -970,10 +1012,29 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 	if nt.RunID == "" || nt.TaskID == "" || nt.Step < 1 {
 		return fmt.Errorf("%w: node task needs run_id, step >= 1 and task_id, got %+v", ErrBadMessage, nt)
 	}
-	log := h.log().With("run_id", nt.RunID, "step", nt.Step, "task_id", nt.TaskID)
 	ctx, flush := h.startEvents(ctx, nt.RunID)
 	defer flush()
-	run, cp, own, started, err := h.loadTask(ctx, nt.RunID, nt.TaskID)
+	return h.node(ctx, nt, h.Chain.startNode(ctx), nil)
+}
+
+// node is Node for one step of a chain (ch nil: no chain). pre, when set,
+// is what the task starts from without reading the run: the run record
+// the chain carries on and the checkpoint it committed (a chained step
+// has no recorded result).
+func (h *Handler) node(ctx context.Context, nt NodeTask, ch *chain, pre *tickRun) error {
+	log := h.log().With("run_id", nt.RunID, "step", nt.Step, "task_id", nt.TaskID)
+	var (
+		run     runs.Run
+		cp      *pregel.Checkpoint
+		own     []pregel.TaskResult
+		started bool
+		err     error
+	)
+	if pre != nil {
+		run, cp = pre.run, pre.cp
+	} else {
+		run, cp, own, started, err = h.loadTask(ctx, nt.RunID, nt.TaskID)
+	}
 	if errors.Is(err, runs.ErrNotFound) {
 		log.WarnContext(ctx, "node task for an unknown run; dropped")
 		return nil
@@ -1007,6 +1068,16 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		// sent: send it again (the queue drops a duplicate).
 		log.DebugContext(ctx, "node task of a committed step; the next tick is sent again")
 		return h.advance(ctx, g, cp, &run)
+	}
+	if cp != nil && cp.Step > nt.Step && !nt.Resent && !started && h.Chain.Steps > 1 {
+		// The run went on past this task's step. If a node handler's
+		// chain went on from it (see Chain) and stopped (a crash, the
+		// deadline), this message, the chain's first, is all that is
+		// left of it: the open step's work is sent again, marked so that
+		// a copy finding the step committed in turn sends nothing. A
+		// chain still running holds the lease of its step's task.
+		log.InfoContext(ctx, "node task of a step committed since; the open step's work is sent again in case a chain stopped", "open_step", cp.Step+1)
+		return h.advance(context.WithValue(ctx, resentKey{}, true), g, cp, &run)
 	}
 	if cp == nil || cp.Step != nt.Step-1 {
 		log.DebugContext(ctx, "node task for a step that is not open; no-op")
@@ -1074,7 +1145,7 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 		return err
 	}
 	if len(tasks) == 1 && res.Final() && res.Status != pregel.NodeFailed {
-		return h.commitOnly(ctx, g, cp, *task, res, &run)
+		return h.commitOnly(ctx, g, cp, *task, res, &run, ch)
 	}
 	stored, err := h.Checkpoints.RecordTask(ctx, run.ID, nt.Step, res)
 	if errors.Is(err, pregel.ErrStepConflict) && g.FanOutMinimum(*task) > 0 {
@@ -1101,10 +1172,15 @@ func (h *Handler) Node(ctx context.Context, nt NodeTask) error {
 // then computed again). If the commit fails, the result is recorded after
 // all (best effort), so that the delivery that comes back commits it
 // rather than wait for the lease.
-func (h *Handler) commitOnly(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, task pregel.Task, res pregel.TaskResult, seen *runs.Run) error {
+//
+// With a chain (ch), when the step after it is one remote task too, the
+// commit goes on to execute it in this call (see Chain); an error of a
+// later step of the chain is not this step's.
+func (h *Handler) commitOnly(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, task pregel.Task, res pregel.TaskResult, seen *runs.Run, ch *chain) error {
 	emitNodeFinished(ctx, task, res)
-	err := h.commitIfSettled(ctx, g, cp, []pregel.Task{task}, []pregel.TaskResult{res}, seen)
-	if err != nil {
+	committed := false
+	err := h.commitSettled(ctx, g, cp, []pregel.Task{task}, []pregel.TaskResult{res}, seen, ch, &committed)
+	if err != nil && !committed {
 		if _, rerr := h.Checkpoints.RecordTask(context.WithoutCancel(ctx), cp.RunID, cp.Step+1, res); rerr != nil {
 			h.log().WarnContext(ctx, "record a task result after its commit failed", "run_id", cp.RunID, "task_id", task.ID, "err", rerr)
 		}
@@ -1210,6 +1286,12 @@ func remoteTasks(g *pregel.Graph, tasks []pregel.Task) int {
 // step's node spans are its children. A handler whose commit loses, or
 // stops the run, opens no span (the run's end span links to it).
 func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run) (err error) {
+	return h.commitSettled(ctx, g, cp, tasks, pending, seen, nil, nil)
+}
+
+// commitSettled is commitIfSettled in a chain ch (nil: none); committed,
+// when set, is set once the step is committed.
+func (h *Handler) commitSettled(ctx context.Context, g *pregel.Graph, cp *pregel.Checkpoint, tasks []pregel.Task, pending []pregel.TaskResult, seen *runs.Run, ch *chain, committed *bool) (err error) {
 	settled := settledResults(pending)
 	if !g.StepSettled(tasks, settled) { // fan-out policies: fanout.go
 		return nil
@@ -1219,7 +1301,10 @@ func (h *Handler) commitIfSettled(ctx context.Context, g *pregel.Graph, cp *preg
 		ctx, end = h.deferTick(ctx, *seen, cp.Step+2)
 		defer func() { end(err) }()
 	}
-	return h.commit(ctx, g, cp, tasks, settled, false, nil, seen)
+	if ch != nil {
+		ch.committed = committed
+	}
+	return h.commit(ctx, g, cp, tasks, settled, false, ch, seen)
 }
 
 // Dispatcher starts and resumes runs by sending their next tick. It

@@ -139,8 +139,9 @@ type chaosQueue struct {
 	msgs     []message
 	seen     map[string]bool
 	failSend func() error
-	// ticks counts the ticks sent (duplicates the queue drops included).
-	ticks int
+	// ticks counts the ticks sent (duplicates the queue drops included),
+	// tasks the node tasks.
+	ticks, tasks int
 }
 
 func (q *chaosQueue) push(m message) {
@@ -172,6 +173,9 @@ func (q *chaosQueue) SendTask(_ context.Context, t tick.NodeTask) error {
 			return err
 		}
 	}
+	q.mu.Lock()
+	q.tasks++
+	q.mu.Unlock()
 	q.push(message{task: &t})
 	return nil
 }
@@ -200,13 +204,16 @@ type crashStore struct {
 	after  bool
 	// afterCommit, when set, is called after each commit that succeeds.
 	afterCommit func(cp *pregel.Checkpoint)
+	// killed, when set and true, fails every call (a process killed in
+	// the middle of a delivery).
+	killed *atomic.Bool
 }
 
 func (c *crashStore) crash() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
-	return c.calls == c.failAt
+	return c.calls == c.failAt || c.killed != nil && c.killed.Load()
 }
 
 func (c *crashStore) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
@@ -266,6 +273,8 @@ type env struct {
 	// deadline, if set, is the deadline of the contexts drain delivers
 	// messages with, from the start of drain (a Lambda's timeout).
 	deadline time.Duration
+	// delivered, when set, is called by drain after each delivery.
+	delivered func()
 }
 
 // backend supplies the stores a test runs on.
@@ -331,6 +340,9 @@ func (e *env) drain(t testing.TB, rng *rand.Rand, dup bool) {
 		ctx = c
 	}
 	deliver := func(m message) error {
+		if e.delivered != nil {
+			defer e.delivered()
+		}
 		if m.tick != nil {
 			return e.h.Tick(ctx, *m.tick)
 		}

@@ -1,0 +1,224 @@
+package awsbench_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/runs"
+	"github.com/superstep/superstep/pkg/store/dynamo"
+	"github.com/superstep/superstep/pkg/tick"
+)
+
+// longGraph is the loop of the long run: the inline loop with a MaxSteps
+// that lets it run longLimit supersteps.
+const longGraph = "bench-long"
+
+// longLimit is the MaxSteps of longGraph.
+const longLimit = 1_000_000
+
+// envLongSteps sets the supersteps of TestAWSLongRun (default
+// longStepsShort, the version in make test).
+const envLongSteps = "SUPERSTEP_AWS_LONG_STEPS"
+
+// longStepsShort is TestAWSLongRun's run length in make test, and
+// longWindowShort the steps of its first and last windows.
+const (
+	longStepsShort  = 200
+	longWindowShort = 60
+)
+
+// longWindow is what one window of a long run costs per superstep.
+type longWindow struct {
+	steps     int     // supersteps in the window (whole ticks)
+	ms        float64 // handler and delivery time per superstep
+	requests  float64 // AWS requests per superstep (DynamoDB, SQS)
+	ddb       float64 // DynamoDB requests per superstep
+	readB     float64 // DynamoDB response bytes of reads per superstep
+	writeB    float64 // DynamoDB request bytes of writes per superstep
+	storedB   float64 // bytes of the step items stored per superstep
+	lastSteps [2]int  // first and last step of the window
+}
+
+// TestAWSLongRun is issue 26's serverless long run: one run of the inline
+// loop through the real tick handler on moto, chained (chains of
+// chainLongSteps), with the figures per superstep of its first and last
+// windows of steps: time, requests and bytes read and written, and the
+// bytes stored. Requests and bytes must be within 10 % of each other
+// (nothing a step does may grow with the run), the time within 10 % in
+// the long version and within 5× in the short one (which a loaded
+// machine's noise over 60 steps can approach; a step that grows with the
+// run shows in its requests or bytes first).
+//
+// In make test it runs longStepsShort steps (windows of longWindowShort);
+// SUPERSTEP_AWS_LONG_STEPS=20000 is the issue's run (windows of 1,000):
+//
+//	SUPERSTEP_AWS_LONG_STEPS=20000 go test -run TestAWSLongRun -v -timeout 2h ./bench/awsbench/
+func TestAWSLongRun(t *testing.T) {
+	steps, window := longStepsShort, longWindowShort
+	if v := os.Getenv(envLongSteps); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 3000 {
+			t.Fatalf("%s=%q: want a whole number of supersteps, at least 3000", envLongSteps, v)
+		}
+		steps, window = n, 1000
+	}
+	long := steps >= 3000
+	d := deploy(t, true)
+	d.cfg.Chain = tick.Chain{Steps: chainLongSteps}
+	ctx := t.Context()
+
+	id := fmt.Sprintf("long-%d", time.Now().UnixNano())
+	api := d.app(t, "api")
+	d.invoke(t, "api", func() error {
+		_, _, err := api.Service.Create(ctx, longGraph, runs.CreateRequest{RunID: id, Input: json.RawMessage(fmt.Sprintf(`{"limit": %d}`, steps))})
+		return err
+	})
+	// One point per tick message: the newest step after it, the counters
+	// and the time spent delivering ticks so far.
+	type point struct {
+		step int
+		t    tally
+		busy time.Duration
+	}
+	points := []point{{step: 0, t: d.snapshot()}}
+	var busy time.Duration
+	started := time.Now()
+	for {
+		url, ok := d.queues.next()
+		if !ok {
+			break
+		}
+		if url != d.cfg.TickQueueURL {
+			t.Fatalf("a message to %s; the inline loop sends ticks only", url)
+		}
+		begin := time.Now()
+		d.deliver(t, url)
+		busy += time.Since(begin)
+		cp, err := d.verify.Load(ctx, id, pregel.Latest) // unmetered, untimed
+		if err != nil {
+			t.Fatal(err)
+		}
+		points = append(points, point{step: cp.Step, t: d.snapshot(), busy: busy})
+		if long && len(points)%(window/chainLongSteps) == 1 {
+			// The figures of the last window so far, for a run cut short.
+			a, b := points[len(points)-1-window/chainLongSteps], points[len(points)-1]
+			n, u := float64(b.step-a.step), b.t.sub(a.t)
+			t.Logf("steps %5d-%5d after %6s: %6.2f ms, %.3f requests (%.3f DynamoDB), %.1f bytes written per superstep",
+				a.step+1, b.step, time.Since(started).Round(time.Second), float64((b.busy-a.busy).Microseconds())/1e3/n,
+				(u.sum("ddb.req.")+u.sum("sqs.req."))/n, u.sum("ddb.req.")/n, (u["ddb.reqB.PutItem"]+u["ddb.reqB.UpdateItem"])/n)
+		}
+	}
+	r, err := d.verify.GetRun(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != pregel.RunCompleted || r.Step != steps {
+		t.Fatalf("run %s is %s at step %d (error %q), want completed at step %d", id, r.Status, r.Step, r.Error, steps)
+	}
+	stored := stepItemBytes(t, d, id)
+
+	// Windows of whole ticks: the first ticks covering window steps from
+	// step 1 (the run's creation and step 0 excluded), the last ones
+	// covering window steps up to the end.
+	measure := func(from, to int) longWindow {
+		a, b := points[from], points[to]
+		n := b.step - a.step
+		u := b.t.sub(a.t)
+		w := longWindow{steps: n, lastSteps: [2]int{a.step + 1, b.step}}
+		per := func(v float64) float64 { return v / float64(n) }
+		w.ms = per(float64((b.busy - a.busy).Microseconds()) / 1e3)
+		w.ddb = per(u.sum("ddb.req."))
+		w.requests = w.ddb + per(u.sum("sqs.req."))
+		for _, op := range []string{"GetItem", "Query", "BatchGetItem"} {
+			w.readB += per(u["ddb.respB."+op])
+		}
+		for _, op := range []string{"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"} {
+			w.writeB += per(u["ddb.reqB."+op])
+		}
+		for s := a.step + 1; s <= b.step; s++ {
+			w.storedB += per(float64(stored[s]))
+		}
+		return w
+	}
+	first := 1 // the first tick also writes step 0: start at the second
+	for first < len(points) && points[first].step < 1 {
+		first++
+	}
+	firstEnd := first
+	for firstEnd < len(points)-1 && points[firstEnd].step-points[first].step < window {
+		firstEnd++
+	}
+	last := len(points) - 2 // the last tick completes the run: leave it out
+	lastBegin := last
+	for lastBegin > firstEnd && points[last].step-points[lastBegin].step < window {
+		lastBegin--
+	}
+	w1, w2 := measure(first, firstEnd), measure(lastBegin, last)
+	t.Logf("%d supersteps in %s (%d tick messages, chains of %d)", steps, time.Since(started).Round(time.Second), len(points)-1, chainLongSteps)
+	t.Logf("per superstep     %12s %12s  ratio", fmt.Sprintf("steps %d-%d", w1.lastSteps[0], w1.lastSteps[1]), fmt.Sprintf("steps %d-%d", w2.lastSteps[0], w2.lastSteps[1]))
+	rows := []struct {
+		name   string
+		a, b   float64
+		margin float64
+	}{
+		{"time (ms)", w1.ms, w2.ms, 5},
+		{"AWS requests", w1.requests, w2.requests, 1.1},
+		{"DynamoDB requests", w1.ddb, w2.ddb, 1.1},
+		{"bytes read", w1.readB, w2.readB, 1.1},
+		{"bytes written", w1.writeB, w2.writeB, 1.1},
+		{"bytes stored", w1.storedB, w2.storedB, 1.1},
+	}
+	if long {
+		rows[0].margin = 1.1
+	}
+	for _, row := range rows {
+		ratio := row.b / row.a
+		t.Logf("%-17s %12.2f %12.2f  %.3f", row.name, row.a, row.b, ratio)
+		if row.a <= 0 || ratio > row.margin || ratio < 1/row.margin {
+			t.Errorf("%s per superstep: %.2f over steps %v, %.2f over steps %v: want within %.0f %%", row.name, row.a, w1.lastSteps, row.b, w2.lastSteps, (row.margin-1)*100)
+		}
+	}
+}
+
+// stepItemBytes reads the run's partition (unmetered, a page at a time)
+// and returns the size of each step's items by step, as DynamoDB counts
+// item sizes. It fails if the partition holds other per-step items.
+func stepItemBytes(t *testing.T, d *deployment, id string) map[int]int {
+	t.Helper()
+	client := dynamodb.NewFromConfig(d.plainCfg)
+	out := map[int]int{}
+	p := dynamodb.NewQueryPaginator(client, &dynamodb.QueryInput{
+		TableName:                 aws.String(d.cfg.Table),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "RUN#" + id}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			sk := it["sk"].(*types.AttributeValueMemberS).Value
+			step, ok := strings.CutPrefix(sk, "STEP#")
+			if !ok {
+				continue // the run record, its blobs
+			}
+			n, err := strconv.Atoi(step)
+			if err != nil {
+				t.Fatalf("step item %q: %v", sk, err)
+			}
+			out[n] += dynamo.ItemSize(it)
+		}
+	}
+	return out
+}
