@@ -1,17 +1,17 @@
 // Command node is the node Lambda function: it executes one remote node
 // task per message.
-// It is the program pkg/superstep makes of the example graphs, built for
-// this function alone (superstep.WithFunction). Configuration is read from
-// the environment; see pkg/serverless/README.md.
+// It serves the example graphs (internal/graphs) through pkg/lambdafn,
+// which links no CLI: no SQLite, no inspector (its cold start). The
+// configuration is read from the environment; see pkg/serverless/README.md.
 package main
 
 import (
 	"os"
 
 	"github.com/superstep/superstep/internal/graphs"
-	"github.com/superstep/superstep/pkg/superstep"
+	"github.com/superstep/superstep/pkg/lambdafn"
 )
 
 func main() {
-	superstep.Main(superstep.WithGraphs(graphs.Graphs(os.Getenv)...), superstep.WithFunction("node"))
+	lambdafn.Main(lambdafn.WithGraphs(graphs.Graphs(os.Getenv)...), lambdafn.WithFunction("node"))
 }

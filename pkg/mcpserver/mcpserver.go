@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -84,25 +85,44 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	// The tools' schemas are built on the first request, not here: a
+	// Lambda function that may never serve /mcp does not pay for them in
+	// its cold start.
 	s := &server{cfg: cfg}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "superstep", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: "Each tool runs a graph (a durable workflow or agent) to its end and returns its answer. " +
-			"When a run waits for a person's answer and no question could be asked, the result says so; answer with " + AnswerTool + ".",
-	})
-	for _, g := range cfg.Service.Graphs.List() {
-		if !validToolName(g.Name()) || g.Name() == AnswerTool {
-			cfg.Logger.Warn("mcp: graph not served as a tool: its name is not a valid MCP tool name", "graph", g.Name())
-			continue
+	l := &lazyHandler{}
+	l.build = func() http.Handler {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "superstep", Version: cfg.Version}, &mcp.ServerOptions{
+			Instructions: "Each tool runs a graph (a durable workflow or agent) to its end and returns its answer. " +
+				"When a run waits for a person's answer and no question could be asked, the result says so; answer with " + AnswerTool + ".",
+		})
+		for _, g := range cfg.Service.Graphs.List() {
+			if !validToolName(g.Name()) || g.Name() == AnswerTool {
+				cfg.Logger.Warn("mcp: graph not served as a tool: its name is not a valid MCP tool name", "graph", g.Name())
+				continue
+			}
+			srv.AddTool(&mcp.Tool{Name: g.Name(), Title: g.Name(), Description: describe(g), InputSchema: inputSchema(g)}, s.runGraph(g))
 		}
-		srv.AddTool(&mcp.Tool{Name: g.Name(), Title: g.Name(), Description: describe(g), InputSchema: inputSchema(g)}, s.runGraph(g))
+		srv.AddTool(&mcp.Tool{Name: AnswerTool, Title: "Answer or wait for a run",
+			Description: "Answers the question a run started by another tool waits on (answer), or waits for a run that outlived its call (no answer), and returns its result.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"run_id":{"type":"string","description":"the run's id, from an earlier result"},` +
+				`"answer":{"description":"the answer: text, or the JSON value the question asks for"}},"required":["run_id"],"additionalProperties":false}`)},
+			s.answerRun)
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+			&mcp.StreamableHTTPOptions{Stateless: cfg.Stateless, JSONResponse: cfg.Stateless, Logger: cfg.Logger})
 	}
-	srv.AddTool(&mcp.Tool{Name: AnswerTool, Title: "Answer or wait for a run",
-		Description: "Answers the question a run started by another tool waits on (answer), or waits for a run that outlived its call (no answer), and returns its result.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"run_id":{"type":"string","description":"the run's id, from an earlier result"},` +
-			`"answer":{"description":"the answer: text, or the JSON value the question asks for"}},"required":["run_id"],"additionalProperties":false}`)},
-		s.answerRun)
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: cfg.Stateless, JSONResponse: cfg.Stateless, Logger: cfg.Logger}), nil
+	return l, nil
+}
+
+// lazyHandler is the handler build returns, built on the first request.
+type lazyHandler struct {
+	once  sync.Once
+	build func() http.Handler
+	h     http.Handler
+}
+
+func (l *lazyHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.once.Do(func() { l.h = l.build() })
+	l.h.ServeHTTP(w, r)
 }
 
 // validToolName reports whether s is 1 to 128 bytes of ASCII letters,

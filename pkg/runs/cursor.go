@@ -1,15 +1,23 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/superstep/superstep/pkg/pregel"
 )
 
 // DefaultCursorPoll is how often a Cursor reads the log when it has no live
 // events to wait on.
 const DefaultCursorPoll = 100 * time.Millisecond
+
+// DefaultCursorFastPoll is how often a Cursor reads the log while a node
+// of the run is running (a node_started given, its node_finished not
+// yet): a model's first token waits at most this long for the read.
+const DefaultCursorFastPoll = 25 * time.Millisecond
 
 // EventsDroppedError is returned by Cursor.Next when events the cursor
 // should have given next are gone from the log (its retention dropped
@@ -38,6 +46,11 @@ type Cursor struct {
 	// Poll is how often the log is read when there is no live source
 	// (default DefaultCursorPoll); set it before the first Next.
 	Poll time.Duration
+	// FastPoll is Poll while a node runs (default DefaultCursorFastPoll).
+	FastPoll time.Duration
+	// running counts the nodes started and not finished in the events
+	// given.
+	running int
 
 	watch  *Watch
 	buf    []StreamEvent
@@ -100,6 +113,7 @@ func (c *Cursor) next(ctx context.Context, expired <-chan time.Time) (StreamEven
 			ev := c.buf[0]
 			c.buf = c.buf[1:]
 			c.after = ev.ID
+			c.running = nodesRunning(c.running, ev)
 			return ev, nil
 		}
 		if c.live != nil && c.watch == nil {
@@ -183,6 +197,9 @@ func (c *Cursor) sleep(ctx context.Context, expired <-chan time.Time) error {
 	if d <= 0 {
 		d = DefaultCursorPoll
 	}
+	if c.running > 0 {
+		d = cmp.Or(c.FastPoll, min(d, DefaultCursorFastPoll))
+	}
 	if c.timer == nil {
 		c.timer = time.NewTimer(d)
 	} else {
@@ -196,4 +213,17 @@ func (c *Cursor) sleep(ctx context.Context, expired <-chan time.Time) error {
 	case <-c.timer.C:
 		return nil
 	}
+}
+
+// nodesRunning is how many nodes run after ev, n before it.
+func nodesRunning(n int, ev StreamEvent) int {
+	switch ev.Type {
+	case pregel.EventNodeStarted:
+		return n + 1
+	case pregel.EventNodeFinished:
+		return max(0, n-1)
+	case pregel.EventStepFinished, pregel.EventRunFinished:
+		return 0
+	}
+	return n
 }

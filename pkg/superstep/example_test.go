@@ -1,3 +1,5 @@
+//go:build !superstep.lambda
+
 package superstep_test
 
 import (

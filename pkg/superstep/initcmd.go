@@ -1,3 +1,5 @@
+//go:build !superstep.lambda
+
 package superstep
 
 import (
@@ -13,11 +15,6 @@ import (
 
 // modulePath is superstep's module path.
 const modulePath = "github.com/superstep/superstep"
-
-// WithInitCommand adds `init DIR`, which scaffolds a project of the
-// user's own (package scaffold). The superstep command has it; a
-// project's own binary usually does not need it.
-func WithInitCommand() Option { return func(s *settings) { s.initCmd = true } }
 
 func newInitCmd(env Env) *cobra.Command {
 	var module, replace string

@@ -1,3 +1,5 @@
+//go:build !superstep.lambda
+
 package superstep
 
 import (
@@ -10,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/spf13/cobra"
 
+	"github.com/superstep/superstep/pkg/lambdafn"
 	"github.com/superstep/superstep/pkg/serverless"
 )
 
@@ -30,8 +33,8 @@ An error the handler returns exits 1 with its message.`,
 		Args: exactArgs("FUNCTION"),
 		RunE: func(c *cobra.Command, args []string) error {
 			name := args[0]
-			if !slices.Contains(functionNames, name) {
-				return usageErr(c, fmt.Errorf("unknown function %q: want one of %s", name, strings.Join(functionNames, ", ")))
+			if !slices.Contains(lambdafn.Functions(), name) {
+				return usageErr(c, fmt.Errorf("unknown function %q: want one of %s", name, strings.Join(lambdafn.Functions(), ", ")))
 			}
 			if event == "" {
 				return usageErr(c, fmt.Errorf("missing --event FILE"))
@@ -63,7 +66,11 @@ An error the handler returns exits 1 with its message.`,
 			if err := env.s.mount(app.API); err != nil {
 				return badInput(err)
 			}
-			out, err := lambda.NewHandler(handler(app, name)).Invoke(c.Context(), payload)
+			h, err := lambdafn.Handler(app, name)
+			if err != nil {
+				return usageErr(c, err)
+			}
+			out, err := lambda.NewHandler(h).Invoke(c.Context(), payload)
 			if err != nil {
 				return failed(fmt.Errorf("%s: %w", name, err))
 			}

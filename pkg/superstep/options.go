@@ -2,15 +2,23 @@ package superstep
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
+	"github.com/superstep/superstep/pkg/lambdafn"
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
+
+// DefaultStore is where run and resume keep their state, and the file
+// dev serves from its --dir.
+const DefaultStore = ".superstep/superstep.db"
+
+// WithInitCommand adds `init DIR`, which scaffolds a project of the
+// user's own (package scaffold). The superstep command has it; a
+// project's own binary usually does not need it.
+func WithInitCommand() Option { return func(s *settings) { s.initCmd = true } }
 
 // An Option configures the program [Main] and [Run] start: the graphs it
 // serves and what a deployment customises. Options apply in order; a
@@ -25,7 +33,7 @@ type settings struct {
 	storePath   string
 	token       string
 	middleware  []func(http.Handler) http.Handler
-	routes      []route
+	routes      []lambdafn.Route
 	function    string
 	lambdaStart func(handler any) // tests replace lambda.Start
 	initCmd     bool
@@ -33,11 +41,6 @@ type settings struct {
 	longTerm    []longterm.Option
 
 	reg *runs.Registry // built by Run from builders
-}
-
-type route struct {
-	pattern string
-	handler http.Handler
 }
 
 // WithName sets the program's name as its help and hints show it
@@ -93,7 +96,7 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 // function. A pattern that collides with an API route stops the program
 // with exit code 2.
 func WithRoute(pattern string, h http.Handler) Option {
-	return func(s *settings) { s.routes = append(s.routes, route{pattern, h}) }
+	return func(s *settings) { s.routes = append(s.routes, lambdafn.Route{Pattern: pattern, Handler: h}) }
 }
 
 // WithFunction fixes the Lambda function the program serves when Lambda
@@ -127,30 +130,7 @@ func newSettings(opts []Option) (*settings, error) {
 	if len(s.builders) == 0 {
 		return nil, errors.New("no graphs: pass them with superstep.WithGraphs(yourpkg.Graph, ...)")
 	}
-	graphs := make([]*pregel.Graph, 0, len(s.builders))
-	seen := map[string]bool{}
-	var dups []string
-	for i, build := range s.builders {
-		if build == nil {
-			return nil, fmt.Errorf("graph %d of WithGraphs is nil", i+1)
-		}
-		g, err := build()
-		if err != nil {
-			return nil, fmt.Errorf("compile graph %d: %w", i+1, err)
-		}
-		if g == nil {
-			return nil, fmt.Errorf("graph %d compiled to nil", i+1)
-		}
-		if seen[g.Name()] {
-			dups = append(dups, fmt.Sprintf("%q", g.Name()))
-		}
-		seen[g.Name()] = true
-		graphs = append(graphs, g)
-	}
-	if len(dups) > 0 {
-		return nil, fmt.Errorf("two graphs are named %s: give each graph its own name (pregel.NewGraph's argument)", strings.Join(dups, ", "))
-	}
-	reg, err := runs.NewRegistry(graphs...)
+	reg, err := lambdafn.Compile(s.builders...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,20 +147,7 @@ func (s *settings) wrap(h http.Handler) http.Handler {
 }
 
 // mount adds the extra routes to mux, reporting a pattern the mux
-// refuses (http.ServeMux panics on a conflict) as an error.
-func (s *settings) mount(mux interface{ Handle(string, http.Handler) }) (err error) {
-	for _, r := range s.routes {
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("WithRoute(%q): %v", r.pattern, p)
-				}
-			}()
-			mux.Handle(r.pattern, r.handler)
-		}()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+// refuses as an error.
+func (s *settings) mount(mux interface{ Handle(string, http.Handler) }) error {
+	return lambdafn.Mount(mux, s.routes)
 }

@@ -1,18 +1,5 @@
-// Package superstep is the entry point of a program that serves your
-// graphs: one main function gives your binary the whole superstep command
-// (run, resume, dev, dev --aws, runs, threads, graph) on your graphs, and when AWS
-// Lambda starts the binary it serves the Lambda function the deployment
-// names (api, tick, node, sweep or stream):
-//
-//	func main() {
-//		superstep.Main(superstep.WithGraphs(orders.Graph, support.Graph))
-//	}
-//
-// `superstep init DIR` scaffolds such a project with a SAM template.
-//
-// Every command is built by a function from an [Env], so tests run the
-// command in-process with [Run] and their own standard streams,
-// environment and signals; nothing is kept in package-level variables.
+//go:build !superstep.lambda
+
 package superstep
 
 import (
@@ -95,7 +82,9 @@ func (e Env) interactive() bool {
 // streams, environment and signals, and exits with the command's exit
 // code. When AWS Lambda starts the process (AWS_LAMBDA_RUNTIME_API is
 // set), it serves the Lambda function named by [WithFunction] or by the
-// [FunctionEnv] variable instead, until Lambda stops the process.
+// [FunctionEnv] variable instead (pkg/lambdafn), until Lambda stops the
+// process. Built with the superstep.lambda tag, Main serves the Lambda
+// function only (see the package's documentation).
 func Main(opts ...Option) {
 	os.Exit(Run(context.Background(), OSEnv(), os.Args[1:], append([]Option{WithName(programName(os.Args[0]))}, opts...)...))
 }
@@ -155,7 +144,7 @@ func Run(ctx context.Context, env Env, args []string, opts ...Option) int {
 	}
 	env.s = s
 	if env.getenv(LambdaRuntimeEnv) != "" {
-		return serveLambda(ctx, env)
+		return s.serveLambda(ctx, env.getenv, errOut(env))
 	}
 	cmd := New(env)
 	cmd.SetArgs(args)

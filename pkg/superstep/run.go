@@ -1,3 +1,5 @@
+//go:build !superstep.lambda
+
 package superstep
 
 import (
@@ -18,10 +20,6 @@ import (
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
 )
-
-// DefaultStore is where run and resume keep their state, and the file
-// dev serves from its --dir.
-const DefaultStore = ".superstep/superstep.db"
 
 // maxAnswers bounds how many times --answer resumes one run, in case a
 // graph interrupts forever.

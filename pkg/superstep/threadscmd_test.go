@@ -1,3 +1,5 @@
+//go:build !superstep.lambda
+
 package superstep
 
 import (

@@ -62,6 +62,7 @@ type eventBuffer struct {
 	off     bool // the run's events are not kept (EventFilter)
 	evs     []pregel.Event
 	timer   *time.Timer // pending periodic flush; nil when none
+	flushed time.Time   // when the last append (or the call) began
 	closed  bool
 	writeMu sync.Mutex     // one append at a time, in order
 	comp    runs.Compactor // with writeMu
@@ -76,7 +77,7 @@ func (h *Handler) startEvents(ctx context.Context, runID string) (context.Contex
 	if h.Events == nil {
 		return ctx, func() {}
 	}
-	b := &eventBuffer{h: h, ctx: context.WithoutCancel(ctx), runID: runID}
+	b := &eventBuffer{h: h, ctx: context.WithoutCancel(ctx), runID: runID, flushed: time.Now()}
 	return context.WithValue(ctx, eventsKey{}, b), b.close
 }
 
@@ -113,10 +114,18 @@ func nodeSink(ctx context.Context) context.Context {
 	if b == nil {
 		return ctx
 	}
-	return pregel.WithEventSink(ctx, b.add)
+	return pregel.WithEventSink(ctx, b.addNodeEvent)
 }
 
-func (b *eventBuffer) add(ev pregel.Event) {
+func (b *eventBuffer) add(ev pregel.Event) { b.push(ev, false) }
+
+// addNodeEvent adds a running node's own event (a token): appended at
+// once when the last append (or the call) began EventFlush ago or more,
+// so that a model's first token is not held back; later ones every
+// EventFlush.
+func (b *eventBuffer) addNodeEvent(ev pregel.Event) { b.push(ev, true) }
+
+func (b *eventBuffer) push(ev pregel.Event, soon bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.off {
@@ -131,6 +140,9 @@ func (b *eventBuffer) add(ev pregel.Event) {
 		d := b.h.EventFlush
 		if d <= 0 {
 			d = DefaultEventFlush
+		}
+		if soon {
+			d = max(0, d-time.Since(b.flushed))
 		}
 		b.timer = time.AfterFunc(d, b.flushLater)
 	}
@@ -168,6 +180,9 @@ func (b *eventBuffer) flush() {
 	b.mu.Lock()
 	evs := b.evs
 	b.evs = nil
+	if len(evs) > 0 {
+		b.flushed = time.Now()
+	}
 	b.mu.Unlock()
 	if len(evs) == 0 {
 		return

@@ -185,8 +185,9 @@ func TestTwoBuildsServerless(t *testing.T) {
 
 	// Each build is the project's main.go, edited, in a directory of its
 	// own in the project's module: one `go build` builds them all, as
-	// `make build-ApiFunction` builds the bootstrap (linux, lambda.norpc,
-	// no cgo, its flags), compiling superstep once and linking each.
+	// `make build-ApiFunction` builds the bootstrap (linux, lambda.norpc
+	// and superstep.lambda, no cgo, its flags), compiling superstep once
+	// and linking each.
 	changes := v2Changes()
 	builds := []string{"v1"}
 	for _, c := range changes {
@@ -215,7 +216,7 @@ func TestTwoBuildsServerless(t *testing.T) {
 	start := time.Now()
 	{
 		ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
-		args := []string{"build", "-tags", "lambda.norpc", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin + string(os.PathSeparator)}
+		args := []string{"build", "-tags", "lambda.norpc,superstep.lambda", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", bin + string(os.PathSeparator)}
 		for _, b := range builds {
 			args = append(args, "./"+b)
 		}
