@@ -190,8 +190,6 @@ func TestRunsWatch(t *testing.T) {
 	}
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
 // A connection that drops in the middle of a stream is opened again from
 // the last event: watch shows each event once, --wait still returns.
 func TestRunsWatchResumesDroppedStream(t *testing.T) {

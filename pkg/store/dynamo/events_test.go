@@ -334,15 +334,14 @@ func TestEventCompactionMidway(t *testing.T) {
 	}
 	before := scan()
 	var c runs.Compactor
-	comp := c.Flush()
 	for _, b := range logged {
-		if comp = c.Appended([]runs.StreamEvent{b}); comp != nil {
+		if comp := c.Appended([]runs.StreamEvent{b}); comp != nil {
 			if err := s.CompactEvents(ctx, run, *comp); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if comp = c.Flush(); comp != nil {
+	if comp := c.Flush(); comp != nil {
 		if err := s.CompactEvents(ctx, run, *comp); err != nil {
 			t.Fatal(err)
 		}

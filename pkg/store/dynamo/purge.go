@@ -151,7 +151,7 @@ func (s *Store) deletePartition(ctx context.Context, pk string) error {
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("Query %s: %w", pk, err)
+			return fmt.Errorf("query %s: %w", pk, err)
 		}
 		keys := make([]map[string]types.AttributeValue, 0, len(out.Items))
 		for _, it := range out.Items {
