@@ -227,6 +227,9 @@ func (h *Handler) chainOn(ctx context.Context, ch *chain, r *tickRun) error {
 func (h *Handler) chainNode(ctx context.Context, ch *chain, r *tickRun) error {
 	tasks := r.g.Plan(r.cp)
 	nt := NodeTask{RunID: r.cp.RunID, Step: r.cp.Step + 1, TaskID: tasks[0].ID}
+	if n, ok := h.Checkpoints.(UnshardedNoter); ok {
+		n.NoteUnsharded(nt.RunID, nt.Step) // one task: never sharded
+	}
 	ctx = h.openTick(ctx)
 	h.annotate(ctx, 1, "chained")
 	emit(ctx, pregel.Event{Type: pregel.EventStepStarted, Step: nt.Step, Tasks: 1})

@@ -92,6 +92,14 @@ type TaskSharder interface {
 	ShardTasks(ctx context.Context, runID string, step int, taskIDs []string) error
 }
 
+// UnshardedNoter is a TaskSharder that can be told that a step's task
+// items are not sharded, so that the step's first lease need not read its
+// layout. The handlers tell it of the steps they chain (one remote task:
+// fewer than CountSettledFrom, which shardStep never shards).
+type UnshardedNoter interface {
+	NoteUnsharded(runID string, step int)
+}
+
 // shardStep fixes the layout of a wide step's task items before its node
 // tasks are sent (TaskSharder), when the Checkpointer can.
 func (h *Handler) shardStep(ctx context.Context, g *pregel.Graph, runID string, step int, tasks []pregel.Task) error {

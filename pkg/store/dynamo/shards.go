@@ -184,6 +184,13 @@ func (s *Store) shardsOf(ctx context.Context, runID string, step int) (shardInfo
 	return info, nil
 }
 
+// NoteUnsharded records that step's task items are not sharded (a step
+// the tick handler chains: one remote task, which it never shards), so that
+// its lease writes without reading the step's layout (tick.UnshardedNoter).
+func (s *Store) NoteUnsharded(runID string, step int) {
+	s.shards.put(stepKey{runID, step}, shardInfo{}, 1)
+}
+
 // noteShards remembers the layout of a step read from its items.
 func (s *Store) noteShards(runID string, step int, info shardInfo) {
 	s.shards.put(stepKey{runID, step}, info, 1)
