@@ -21,7 +21,7 @@ func TestHistoryPageStopMarker(t *testing.T) {
 	ctx := t.Context()
 	e := newEnv(t)
 	a := e.store()
-	const id, steps = "paged", 24
+	const id, steps = "paged", 14
 	if _, _, err := a.CreateRun(ctx, runs.Run{ID: id, Graph: "loop", Status: pregel.RunRunning, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestHistoryPageStopMarker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A drain request puts the marker at step 24.
+	// A drain request puts the marker at step 14.
 	r, err := a.GetRun(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -49,11 +49,11 @@ func TestHistoryPageStopMarker(t *testing.T) {
 		first, n     int
 	}{
 		{"First", -1, 5, 0, 5},
-		{"EndsBeforeMarker", 18, 5, 19, 5},
-		{"ReachesMarker", 20, 5, 21, 3},
-		{"NewestOnly", 22, 1, 23, 1},
-		{"NewestThenMarker", 22, 2, 23, 1},
-		{"AfterNewest", 23, 5, 0, 0},
+		{"EndsBeforeMarker", 8, 3, 9, 3},
+		{"ReachesMarker", 10, 5, 11, 3},
+		{"NewestOnly", 12, 1, 13, 1},
+		{"NewestThenMarker", 12, 2, 13, 1},
+		{"AfterNewest", 13, 5, 0, 0},
 		{"All", -1, 500, 0, steps},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,16 +105,16 @@ func TestHistoryPageStopMarker(t *testing.T) {
 
 	t.Run("Cost", func(t *testing.T) {
 		s := e.store()
-		page := e.measure(t, func() error { _, err := s.HistoryPage(ctx, id, 10, 5); return err })
+		page := e.measure(t, func() error { _, err := s.HistoryPage(ctx, id, 5, 3); return err })
 		whole := e.measure(t, func() error { _, err := s.History(ctx, id); return err })
 		if q := page.calls.Op("Query"); q.Requests != 1 || page.calls.Total().Requests != 1 {
-			t.Errorf("a page of 5 made %s; want one Query", opsString(page.calls))
+			t.Errorf("a page of 3 made %s; want one Query", opsString(page.calls))
 		}
 		pb, wb := page.calls.Total().ResponseBytes, whole.calls.Total().ResponseBytes
-		t.Logf("a page of 5 of %d steps: %d B received, %.1f RRU; the whole History: %d B, %.1f RRU",
+		t.Logf("a page of 3 of %d steps: %d B received, %.1f RRU; the whole History: %d B, %.1f RRU",
 			steps, pb, page.units.total().RRU, wb, whole.units.total().RRU)
 		if pb <= 0 || pb*3 > wb {
-			t.Errorf("a page of 5 of %d steps received %d B, the whole History %d B; want at most a third", steps, pb, wb)
+			t.Errorf("a page of 3 of %d steps received %d B, the whole History %d B; want at most a third", steps, pb, wb)
 		}
 	})
 }
