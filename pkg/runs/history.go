@@ -24,8 +24,10 @@ const MaxHistoryPageSize = 500
 // slices the whole History.
 type HistoryPager interface {
 	// HistoryPage lists at most limit committed steps of run runID
-	// after step after (-1 for the first ones), oldest first. A run with
-	// no step after it has an empty page, not an error.
+	// after step after (-1 for the first ones), oldest first. A run
+	// with steps but none after after has an empty page, not an error;
+	// a run with no committed step has an empty page or an error
+	// wrapping pregel.ErrNotFound.
 	HistoryPage(ctx context.Context, runID string, after, limit int) ([]pregel.StepInfo, error)
 }
 
