@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -1177,4 +1178,107 @@ func TestEndToEnd(t *testing.T) {
 			e.do("POST", "/v1/runs/c1/"+action, "").problem(t, 409, "cancelled")
 		}
 	})
+}
+
+// TestListCheckpointsPaged: a long run's checkpoints come in pages
+// (default 100, limit 1 to 500) linked by next_page_token, oldest first,
+// each step once.
+func TestListCheckpointsPaged(t *testing.T) {
+	e := newEnv(t)
+	e.create("echo", api.CreateRunRequest{RunID: "long"})
+	const steps = 230
+	first := 0 // the steps the run has already
+	if cp, err := e.cps.Load(t.Context(), "long", pregel.Latest); err == nil {
+		first = cp.Step + 1
+	}
+	for i := first; i < steps; i++ {
+		cp := &pregel.Checkpoint{RunID: "long", Graph: "echo", Step: i,
+			Values: map[string]json.RawMessage{"text": json.RawMessage(fmt.Sprintf(`"%d"`, i))}, Versions: map[string]int{"text": i},
+			Next: []pregel.Trigger{{Node: "upper"}}}
+		if err := e.cps.Commit(t.Context(), cp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	follow := func(t *testing.T, query string) (sizes []int, got []int) {
+		t.Helper()
+		tok := ""
+		for range steps + 1 {
+			q := query
+			if tok != "" {
+				q += "&page_token=" + url.QueryEscape(tok)
+			}
+			var cl api.CheckpointList
+			e.do("GET", "/v1/runs/long/checkpoints?"+q, nil).ok(t, http.StatusOK, &cl)
+			if cl.RunID != "long" {
+				t.Fatalf("run_id %q", cl.RunID)
+			}
+			sizes = append(sizes, len(cl.Checkpoints))
+			for _, s := range cl.Checkpoints {
+				got = append(got, s.Step)
+			}
+			if tok = cl.NextPageToken; tok == "" {
+				return sizes, got
+			}
+		}
+		t.Fatalf("more than %d pages", steps+1)
+		return nil, nil
+	}
+	for _, tc := range []struct {
+		query string
+		sizes []int
+	}{
+		{"", []int{100, 100, 30}},
+		{"limit=100", []int{100, 100, 30}},
+		{"limit=1", slices.Repeat([]int{1}, steps)},
+		{"limit=115", []int{115, 115}},
+		{"limit=500", []int{steps}},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			sizes, got := follow(t, tc.query)
+			if !slices.Equal(sizes, tc.sizes) {
+				t.Errorf("page sizes %v, want %v", sizes, tc.sizes)
+			}
+			for i, s := range got {
+				if s != i {
+					t.Fatalf("step %d listed at %d: %v", s, i, got)
+				}
+			}
+			if len(got) != steps {
+				t.Errorf("%d steps listed, want %d", len(got), steps)
+			}
+		})
+	}
+	var raw map[string]any
+	e.do("GET", "/v1/runs/long/checkpoints?limit=500", nil).ok(t, http.StatusOK, &raw)
+	if _, ok := raw["next_page_token"]; ok {
+		t.Errorf("last page has a next_page_token")
+	}
+	// A run record whose step 0 is not stored yet.
+	if _, _, err := e.svc.Runs.CreateRun(t.Context(), runs.Run{ID: "new", Graph: "echo", Status: pregel.RunPending}); err != nil {
+		t.Fatal(err)
+	}
+	e.do("GET", "/v1/runs/new/checkpoints", nil).ok(t, http.StatusOK, &raw)
+	if l, ok := raw["checkpoints"].([]any); !ok || len(l) != 0 {
+		t.Errorf("run with no step: checkpoints %v, want []", raw["checkpoints"])
+	}
+
+	var runsPage api.RunList
+	e.do("GET", "/v1/runs?limit=1", nil).ok(t, http.StatusOK, &runsPage)
+	for _, tc := range []struct {
+		query  string
+		status int
+		detail string
+	}{
+		{"?limit=0", 400, `limit "0" must be a whole number between 1 and 500`},
+		{"?limit=501", 400, `limit "501" must be`},
+		{"?limit=ten", 400, `limit "ten" must be`},
+		{"?page_token=garbage", 400, `page token "garbage" is not one this store issued; start the listing again without it`},
+		{"?page_token=" + url.QueryEscape(runsPage.NextPageToken), 400, `is not one this store issued`},
+		{"?after=3", 400, `unknown query parameter "after"`},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			e.do("GET", "/v1/runs/long/checkpoints"+tc.query, nil).problem(t, tc.status, tc.detail)
+		})
+	}
+	e.do("GET", "/v1/runs/nope/checkpoints?limit=5", nil).problem(t, 404, `run "nope" does not exist`)
 }

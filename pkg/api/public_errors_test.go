@@ -14,7 +14,7 @@ import (
 func TestErrorsNameNoStore(t *testing.T) {
 	e := newStreamEnv(t)
 	e.svc.Threads = e.store // the service reads its fields per call
-	for _, path := range []string{"/v1/threads?page_token=x", "/v1/runs?page_token=x", "/v1/runs?page_token=%21%21"} {
+	for _, path := range []string{"/v1/threads?page_token=x", "/v1/runs?page_token=x", "/v1/runs?page_token=%21%21", "/v1/runs/r1/checkpoints?page_token=x"} {
 		t.Run(path, func(t *testing.T) {
 			resp, err := http.Get(e.srv.URL + path)
 			if err != nil {

@@ -135,20 +135,28 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	return h.writeJSON(w, r, http.StatusOK, out)
 }
 
-// listCheckpoints serves GET /v1/runs/{run_id}/checkpoints.
+// listCheckpoints serves GET /v1/runs/{run_id}/checkpoints: a page of
+// the run's steps, oldest first (limit 1 to 500, default
+// runs.HistoryPageSize), and next_page_token when more follow.
 func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
-	if err := allowedQuery(r); err != nil {
+	if err := allowedQuery(r, "limit", "page_token"); err != nil {
 		return err
 	}
 	id := r.PathValue("run_id")
-	steps, err := h.svc.History(r.Context(), id)
+	q := r.URL.Query()
+	f := runs.HistoryFilter{PageToken: q.Get("page_token")}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > runs.MaxHistoryPageSize {
+			return invalidf("limit %q must be a whole number between 1 and %d", s, runs.MaxHistoryPageSize)
+		}
+		f.Limit = n
+	}
+	page, err := h.svc.HistoryPage(r.Context(), id, f)
 	if err != nil {
 		return runErr(id, err)
 	}
-	if steps == nil {
-		steps = []pregel.StepInfo{}
-	}
-	return h.writeJSON(w, r, http.StatusOK, CheckpointList{RunID: id, Checkpoints: steps})
+	return h.writeJSON(w, r, http.StatusOK, CheckpointList{RunID: id, Checkpoints: page.Steps, NextPageToken: page.NextPageToken})
 }
 
 // listEvents serves GET /v1/runs/{run_id}/events: the run's history.

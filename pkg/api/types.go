@@ -195,10 +195,13 @@ type Checkpoint struct {
 	OmittedValues []string `json:"omitted_values,omitempty"`
 }
 
-// CheckpointList is the body of GET /v1/runs/{run_id}/checkpoints.
+// CheckpointList is the body of GET /v1/runs/{run_id}/checkpoints: a page
+// of the run's committed steps, oldest first.
 type CheckpointList struct {
 	RunID       string            `json:"run_id"`
 	Checkpoints []pregel.StepInfo `json:"checkpoints"`
+	// NextPageToken, when set, fetches the next page as ?page_token=.
+	NextPageToken string `json:"next_page_token,omitempty"`
 }
 
 // EventList is the body of GET /v1/runs/{run_id}/events: the run's

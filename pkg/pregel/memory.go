@@ -129,6 +129,29 @@ func (m *MemoryStore) History(ctx context.Context, runID string) ([]StepInfo, er
 	return out, nil
 }
 
+// HistoryPage lists at most limit committed steps of a run after step
+// after (-1 for the first ones), oldest first; none after it is an empty
+// page. (It makes the store a runs.HistoryPager.) It returns an error
+// wrapping ErrNotFound for a run with no committed step.
+func (m *MemoryStore) HistoryPage(ctx context.Context, runID string, after, limit int) ([]StepInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.runs[runID]
+	if r == nil {
+		return nil, fmt.Errorf("run %q: %w", runID, ErrNotFound)
+	}
+	from := max(after+1, 0)
+	to := min(from+max(limit, 0), len(r.steps))
+	var out []StepInfo
+	for i := from; i < to; i++ {
+		out = append(out, r.steps[i].Info())
+	}
+	return out, nil
+}
+
 // DeleteRun deletes a run's checkpoints and task results; a run with none
 // is not an error. (It makes the store a runs.RunDeleter.)
 func (m *MemoryStore) DeleteRun(ctx context.Context, runID string) error {

@@ -101,6 +101,7 @@ func Run(t *testing.T, newStore func(t *testing.T) pregel.Checkpointer) {
 		{"PendingClearedOnCommit", testPendingClearedOnCommit},
 		{"RecordTaskWrongStep", testRecordTaskWrongStep},
 		{"History", testHistory},
+		{"HistoryPage", testHistoryPage},
 		{"RunIsolation", testRunIsolation},
 		{"CancelledContext", testCancelledContext},
 		{"ConcurrentCommit", testConcurrentCommit},
@@ -628,6 +629,100 @@ func testHistory(t *testing.T, s pregel.Checkpointer) {
 		}
 		if len(got) != 0 {
 			t.Fatalf("History of an unknown run returned %d steps, want none", len(got))
+		}
+	})
+}
+
+// historyPager is the optional method of a store that reads a run's
+// history a page at a time (runs.HistoryPager).
+type historyPager interface {
+	HistoryPage(ctx context.Context, runID string, after, limit int) ([]pregel.StepInfo, error)
+}
+
+// testHistoryPage reads a run's history in pages, when the store can.
+func testHistoryPage(t *testing.T, s pregel.Checkpointer) {
+	p, ok := s.(historyPager)
+	if !ok {
+		t.Skip("the store has no HistoryPage method: readers slice its History")
+	}
+	ctx := t.Context()
+	run := newRunID(t)
+	writes := make([]map[string]json.RawMessage, 7)
+	for i := range writes {
+		writes[i] = map[string]json.RawMessage{"n": raw(fmt.Sprint(i))}
+		if i%2 == 0 {
+			writes[i]["even"] = raw(fmt.Sprint(i))
+		}
+	}
+	cps := buildRun(run, writes)
+	commitAll(t, s, cps)
+	// Another run with more steps, whose steps must not show.
+	other := buildRun(run+"0", append(writes, writes...))
+	commitAll(t, s, other)
+	infos := func(from, to int) []pregel.StepInfo {
+		var out []pregel.StepInfo
+		for _, cp := range cps[from:to] {
+			out = append(out, cp.Info())
+		}
+		return out
+	}
+	tests := []struct {
+		name         string
+		after, limit int
+		want         []pregel.StepInfo
+	}{
+		{"FirstPage", -1, 3, infos(0, 3)},
+		{"MiddlePage", 2, 3, infos(3, 6)},
+		{"LastPageShort", 5, 3, infos(6, 7)},
+		{"AfterNewest", 6, 3, nil},
+		{"FarAfterNewest", 1000, 3, nil},
+		{"OneStep", 3, 1, infos(4, 5)},
+		{"AllInOnePage", -1, 500, infos(0, 7)},
+		{"LimitIsCount", -1, 7, infos(0, 7)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := p.HistoryPage(ctx, run, tt.after, tt.limit)
+			if err != nil {
+				t.Fatalf("HistoryPage(after %d, limit %d): %v", tt.after, tt.limit, err)
+			}
+			checkHistory(t, fmt.Sprintf("HistoryPage(after %d, limit %d)", tt.after, tt.limit), got, tt.want)
+		})
+	}
+	t.Run("PagesMakeHistory", func(t *testing.T) {
+		var all []pregel.StepInfo
+		after := -1
+		for range len(cps) + 1 {
+			page, err := p.HistoryPage(ctx, run, after, 2)
+			if err != nil {
+				t.Fatalf("HistoryPage(after %d, limit 2): %v", after, err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			all = append(all, page...)
+			after = page[len(page)-1].Step
+		}
+		whole, err := s.History(ctx, run)
+		if err != nil {
+			t.Fatalf("History: %v", err)
+		}
+		checkHistory(t, "the pages of 2 joined", all, whole)
+	})
+	t.Run("UnknownRun", func(t *testing.T) {
+		got, err := p.HistoryPage(ctx, newRunID(t), -1, 10)
+		if err != nil && !errors.Is(err, pregel.ErrNotFound) {
+			t.Fatalf("HistoryPage of an unknown run: got error %v, want none or one wrapping ErrNotFound", err)
+		}
+		if len(got) != 0 {
+			t.Fatalf("HistoryPage of an unknown run returned %d steps, want none", len(got))
+		}
+	})
+	t.Run("CancelledContext", func(t *testing.T) {
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := p.HistoryPage(cancelled, run, -1, 10); !errors.Is(err, context.Canceled) {
+			t.Fatalf("HistoryPage with a cancelled context: got error %v, want one wrapping context.Canceled", err)
 		}
 	})
 }

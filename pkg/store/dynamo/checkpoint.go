@@ -1088,6 +1088,61 @@ func (s *Store) History(ctx context.Context, runID string) ([]pregel.StepInfo, e
 	return out, nil
 }
 
+// HistoryPage lists at most limit committed steps of a run after step
+// after (-1 for the first ones), oldest first; none after it is an empty
+// page. (It makes the Store a runs.HistoryPager.) It Queries the step
+// items from step after+1 on with Limit, projected to their documents,
+// and goes on from LastEvaluatedKey only when a stop marker (stop.go) or
+// the Query's 1 MB page left the page short; chunked documents cost one
+// BatchGetItem. The read units are those of the page's items, not of the
+// run's history.
+func (s *Store) HistoryPage(ctx context.Context, runID string, after, limit int) ([]pregel.StepInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	from := max(after+1, 0)
+	if limit <= 0 || from > maxStep {
+		return nil, nil
+	}
+	fail := func(err error) ([]pregel.StepInfo, error) {
+		return nil, fmt.Errorf("dynamo: history of run %q after step %d: %w", runID, after, err)
+	}
+	proj, names := projection(append([]string{attrPK, attrSK, attrCommit, attrStop}, docAttrs(attrMeta, attrManifest, attrDelta)...))
+	in := &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("pk = :pk AND sk BETWEEN :from AND :last"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(runPK(runID)), ":from": str(stepSK(from)), ":last": str(stepSK(maxStep))},
+		ProjectionExpression:      proj,
+		ExpressionAttributeNames:  names,
+		ConsistentRead:            aws.Bool(true),
+	}
+	var items []map[string]types.AttributeValue
+	for {
+		in.Limit = aws.Int32(int32(min(limit-len(items), maxHistoryQuery)))
+		out, err := s.client.Query(ctx, in)
+		if err != nil {
+			return fail(fmt.Errorf("query: %w", err))
+		}
+		items = append(items, withoutStop(out.Items)...)
+		if len(items) >= limit || len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	docs, err := s.decodeDocs(ctx, runID, items)
+	if err != nil {
+		return fail(err)
+	}
+	res := make([]pregel.StepInfo, len(docs))
+	for i := range docs {
+		res[i] = docs[i].checkpoint(runID).Info()
+	}
+	return res, nil
+}
+
+// maxHistoryQuery bounds the Limit of one Query of HistoryPage.
+const maxHistoryQuery = 1000
+
 // docAttrs lists document attributes with their blob references.
 func docAttrs(names ...string) []string {
 	var out []string

@@ -531,3 +531,6 @@ func (h *streamHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// The Store reads a run's history a page at a time (HistoryPage).
+var _ runs.HistoryPager = (*Store)(nil)

@@ -54,6 +54,15 @@ FROM runs AS r JOIN steps AS s ON s.id BETWEEN (r.id << 32) AND (r.id << 32) + 4
 WHERE r.run_id = ?1
 ORDER BY s.id`
 
+	// sqlHistoryPage selects at most ?3 steps of run ?1 from step ?2 on,
+	// oldest first, and their metadata: a range of the steps' keys.
+	sqlHistoryPage = `
+SELECT s.id & 4294967295, s.meta
+FROM runs AS r JOIN steps AS s ON s.id BETWEEN (r.id << 32) + ?2 AND (r.id << 32) + 4294967295
+WHERE r.run_id = ?1
+ORDER BY s.id
+LIMIT ?3`
+
 	// sqlNewRun numbers run ?1, unless it is numbered already.
 	sqlNewRun = `INSERT INTO runs (run_id) VALUES (?1) ON CONFLICT DO NOTHING`
 
@@ -435,6 +444,53 @@ func (s *Store) History(ctx context.Context, runID string) ([]pregel.StepInfo, e
 	}
 	return out, nil
 }
+
+// HistoryPage lists at most limit committed steps of a run after step
+// after (-1 for the first ones), oldest first, reading only those rows;
+// none after it is an empty page. (It makes the Store a
+// runs.HistoryPager.)
+func (s *Store) HistoryPage(ctx context.Context, runID string, after, limit int) ([]pregel.StepInfo, error) {
+	out, err := s.historyPage(ctx, runID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: history of run %q after step %d: %w", runID, after, err)
+	}
+	return out, nil
+}
+
+func (s *Store) historyPage(ctx context.Context, runID string, after, limit int) ([]pregel.StepInfo, error) {
+	from := max(after+1, 0)
+	if limit <= 0 || from > maxStoredStep {
+		return nil, ctx.Err()
+	}
+	rows, err := s.reads.historyPage.QueryContext(ctx, runID, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []pregel.StepInfo
+	for rows.Next() {
+		var (
+			step int
+			data []byte
+			meta stepMeta
+		)
+		if err := rows.Scan(&step, &data); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(data, &meta); err != nil {
+			return nil, fmt.Errorf("decode step %d: %w", step, err)
+		}
+		if want := from + len(out); step != want {
+			return nil, fmt.Errorf("step %d stored where step %d belongs", step, want)
+		}
+		cp := pregel.Checkpoint{Step: step, Versions: meta.versions(), Next: meta.Next, Tasks: meta.tasks()}
+		out = append(out, cp.Info())
+	}
+	return out, rows.Err()
+}
+
+// maxStoredStep is the largest step the low 32 bits of a step's key hold.
+const maxStoredStep = 4294967295
 
 func (s *Store) history(ctx context.Context, runID string) ([]pregel.StepInfo, error) {
 	rows, err := s.reads.history.QueryContext(ctx, runID)

@@ -443,3 +443,6 @@ func decodePageToken(tok string) (pageKey, error) {
 	}
 	return pageKey{n, id}, nil
 }
+
+// The Store reads a run's history a page at a time (HistoryPage).
+var _ runs.HistoryPager = (*Store)(nil)

@@ -118,9 +118,11 @@ type readStatements struct {
 	stepMeta   *sql.Stmt
 	changes    *sql.Stmt
 	history    *sql.Stmt
-	pending    *sql.Stmt
-	getRun     *sql.Stmt
-	stamp      *sql.Stmt
+	// historyPage reads a page of a run's history (HistoryPage).
+	historyPage *sql.Stmt
+	pending     *sql.Stmt
+	getRun      *sql.Stmt
+	stamp       *sql.Stmt
 }
 
 // Open opens the SQLite database at path, creating the file and its schema
@@ -190,6 +192,7 @@ func (s *Store) init(ctx context.Context) error {
 		{&s.reads.stepMeta, sqlStepMeta},
 		{&s.reads.changes, sqlChanges},
 		{&s.reads.history, sqlHistory},
+		{&s.reads.historyPage, sqlHistoryPage},
 		{&s.reads.pending, `SELECT result FROM pending_tasks WHERE run_id = ? AND step = ? ORDER BY seq`},
 		{&s.reads.getRun, `SELECT ` + runColumnList + ` FROM run_records WHERE id = ?`},
 		{&s.reads.stamp, `SELECT stamp FROM stamps WHERE id = ?`},
@@ -211,7 +214,7 @@ func (s *Store) close() error {
 		errs = append(errs, s.w.close())
 	}
 	r := &s.reads
-	for _, st := range append([]*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.pending, r.getRun, r.stamp}, append(s.threads.all(), s.push.all()...)...) {
+	for _, st := range append([]*sql.Stmt{r.latestMeta, r.stepMeta, r.changes, r.history, r.historyPage, r.pending, r.getRun, r.stamp}, append(s.threads.all(), s.push.all()...)...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -80,6 +80,10 @@ func (a *alternate) History(ctx context.Context, runID string) ([]pregel.StepInf
 	return a.next().History(ctx, runID)
 }
 
+func (a *alternate) HistoryPage(ctx context.Context, runID string, after, limit int) ([]pregel.StepInfo, error) {
+	return a.next().(*sqlite.Store).HistoryPage(ctx, runID, after, limit)
+}
+
 // TestDeltaStorage commits 20 steps of a state with a 1 MB channel that
 // never changes and a 1 KB channel that changes each step: the stored
 // channel bytes grow by about 1 KB per step, not 1 MB.
