@@ -141,3 +141,65 @@ func testCancelQueuedCutShort(t *testing.T, then string) {
 		t.Fatalf("thread after a ended: active %q queue %v (%v); want c, []", th.Active, th.Queue, err)
 	}
 }
+
+// TestCancelActiveNeverStarted: a hand-off cut short after it made a
+// queued run active but before it started it leaves a pending run that
+// holds its thread with no step 0 and no executor. Cancelling it must end
+// it and pass the thread on, not only record the request (which no
+// executor would ever read).
+func TestCancelActiveNeverStarted(t *testing.T) {
+	type state struct {
+		Text string `json:"text"`
+	}
+	g := pregel.NewGraph[state]("g")
+	g.AddFunc("n", func(_ context.Context, s state) (state, error) { return s, nil })
+	g.AddEdge(pregel.Start, "n").AddEdge("n", pregel.End)
+	graph, err := g.Compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runs.NewRegistry(graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := runs.NewMemoryStore()
+	d := &dispatched{}
+	svc := &runs.Service{Graphs: reg, Runs: mem, Checkpoints: pregel.NewMemoryStore(), Threads: mem, Logger: slog.New(slog.DiscardHandler), Dispatcher: d}
+	ctx := t.Context()
+	if _, _, err := svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		req := runs.ThreadRunRequest{Graph: "g", RunID: id, Input: json.RawMessage(`{"text":"x"}`), Strategy: runs.StrategyEnqueue}
+		if _, _, err := svc.CreateOnThread(ctx, "t", req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a ends; its hand-off makes b active and is cut before starting it.
+	if _, err := runs.Mutate(ctx, mem, "a", func(r *runs.Run) error { r.Status = pregel.RunCompleted; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.MutateThread(ctx, mem, "t", func(th *runs.Thread) error {
+		next, _, err := runs.HandOff(*th, runs.HandOffEvent{Kind: runs.HandOffPassOn, Run: "a"})
+		*th = next
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := svc.Cancel(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != pregel.RunCancelled {
+		t.Fatalf("run b is %s (cancel requested %v) after its cancel; it holds its thread and was never started, so no executor will end it", r.Status, r.CancelRequested)
+	}
+	th, err := svc.GetThread(ctx, "t")
+	if err != nil || th.Active != "c" {
+		t.Fatalf("thread after b's cancel: active %q (%v), want c", th.Active, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !slices.Contains(d.ids, "c") || slices.Contains(d.ids, "b") {
+		t.Errorf("dispatched %v; want c, and never b", d.ids)
+	}
+}
