@@ -358,6 +358,19 @@ func (s *Service) Cancel(ctx context.Context, id string) (Run, error) {
 	})
 	if err == nil && r.CancelRequested {
 		s.Dispatcher.Signal(ctx, r)
+		if r.Status == pregel.RunPending && r.ThreadID != "" && s.Threads != nil {
+			// A thread run that holds its thread but was never started
+			// (the hand-off that made it active was cut short before
+			// it started it) has no executor to act on the request:
+			// end it here and pass the thread on.
+			if _, lerr := s.Checkpoints.Load(ctx, id, 0); errors.Is(lerr, pregel.ErrNotFound) {
+				if serr := s.startIfActive(ctx, r.ThreadID, id); serr != nil {
+					s.logger().Error("cancel a thread run that never started", "run_id", id, "err", serr)
+				} else if cur, gerr := s.Runs.GetRun(ctx, id); gerr == nil {
+					r = cur
+				}
+			}
+		}
 	}
 	if err == nil && r.Status == pregel.RunCancelled {
 		if s.Tracer != nil {

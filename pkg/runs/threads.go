@@ -864,7 +864,22 @@ func (s *Service) ThreadRuns(ctx context.Context, id string, f Filter) (Page, er
 
 // cancelQueued cancels a run that waits in its thread's queue: it leaves
 // the queue and is cancelled at once. ok is false for other runs.
+//
+// It also ends a pending run of a thread that its thread no longer names
+// (neither active nor queued): a cancel cut short between its two
+// writes (the queue's, then the run's: a crash, or a failed store call)
+// leaves one so, as may a claim dropped as stale (dropStaleClaim,
+// RecoverClaims) under a creator that stored its run after all. Only
+// the thread makes a run active, and a run that left it never comes
+// back, so nothing would ever start or end such a run: without this it
+// stayed pending for ever, its cancel requested.
 func (s *Service) cancelQueued(ctx context.Context, id string) (Run, bool, error) {
+	return s.cancelWaiting(ctx, id, true)
+}
+
+// cancelWaiting is cancelQueued; with queued false it cancels only a run
+// that its thread no longer names (StartThreadRun).
+func (s *Service) cancelWaiting(ctx context.Context, id string, queued bool) (Run, bool, error) {
 	if s.Threads == nil {
 		return Run{}, false, nil
 	}
@@ -872,24 +887,39 @@ func (s *Service) cancelQueued(ctx context.Context, id string) (Run, bool, error
 	if err != nil || r.ThreadID == "" || r.Status != pregel.RunPending {
 		return Run{}, false, nil
 	}
+	orphan := false
 	_, err = MutateThread(ctx, s.Threads, r.ThreadID, func(t *Thread) error {
+		if t.Active == id {
+			return errStop // active: its executor (or startIfActive) ends it
+		}
 		if !slices.Contains(t.Queue, id) {
-			return errStop // active, or gone: not a queued run
+			orphan = true // left the thread before this cancel
+			return errStop
+		}
+		if !queued {
+			return errStop
 		}
 		next, _, err := HandOff(*t, HandOffEvent{Kind: HandOffRelease, Run: id})
 		*t = next
 		return err
 	})
 	switch {
+	case errors.Is(err, errStop) && orphan:
 	case errors.Is(err, errStop) || errors.Is(err, ErrNotFound):
 		return Run{}, false, nil
 	case err != nil:
 		return Run{}, false, fmt.Errorf("take run %q off its thread's queue: %w", id, err)
 	}
 	r, err = s.mutateRun(ctx, id, func(r *Run) error {
+		if r.Status != pregel.RunPending {
+			return errStop // ended meanwhile
+		}
 		r.Status, r.CancelRequested = pregel.RunCancelled, false
 		return nil
 	})
+	if errors.Is(err, errStop) {
+		return Run{}, false, nil // Cancel goes on with the run as it is now
+	}
 	return r, true, err
 }
 
@@ -1178,8 +1208,19 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 // claim and its start; a run still waiting in the queue is left alone.
 // Executors call it for thread runs they find without a step 0
 // (embedded.SchedulerConfig.StartThreadRun).
+//
+// A pending run that its thread names neither as active nor in its queue
+// will never start: a cancel of it was cut short between taking it off
+// the queue and writing it cancelled (see cancelQueued). It is cancelled.
 func (s *Service) StartThreadRun(ctx context.Context, r Run) error {
 	if r.ThreadID == "" || s.Threads == nil {
+		return nil
+	}
+	if t, err := s.Threads.GetThread(ctx, r.ThreadID); err == nil && r.Status == pregel.RunPending && t.Active != r.ID && !slices.Contains(t.Queue, r.ID) {
+		if _, ok, err := s.cancelWaiting(ctx, r.ID, false); !ok || err != nil {
+			return err
+		}
+		s.logger().Warn("pending run on no thread (a cancel cut short) cancelled", "thread_id", r.ThreadID, "run_id", r.ID)
 		return nil
 	}
 	return s.startIfActive(ctx, r.ThreadID, r.ID)

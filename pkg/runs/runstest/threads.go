@@ -265,6 +265,14 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newThreadEnv(t, newEnv)) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, newThreadEnv(t, newEnv)) })
 	t.Run("LostHandOff", func(t *testing.T) { testLostHandOff(t, newThreadEnv(t, newEnv)) })
+	t.Run("CancelCutShort", func(t *testing.T) {
+		cut := &cutRuns{}
+		testCancelCutShort(t, newThreadEnv(t, func(t *testing.T) ThreadEnv {
+			env := newEnv(t)
+			cut.Store, env.Runs = env.Runs, cut
+			return env
+		}), cut)
+	})
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
@@ -1045,5 +1053,78 @@ func testLostHandOff(t *testing.T, e *tenv) {
 	}
 	if got, want := e.messages(t, th), []string{"hello", "re:hello", "done", "again", "re:again", "done"}; !slices.Equal(got, want) {
 		t.Errorf("state after the repair: %v, want %v", got, want)
+	}
+}
+
+// cutRuns is a run store whose next update of one run fails, as when the
+// process is killed (or the store call fails) between two writes.
+type cutRuns struct {
+	runs.Store
+	mu  sync.Mutex
+	cut string
+}
+
+var errCut = errors.New("cut short")
+
+func (c *cutRuns) arm(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = id
+}
+
+// UpdateRun implements runs.Store.
+func (c *cutRuns) UpdateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
+	c.mu.Lock()
+	cut := c.cut != "" && c.cut == r.ID
+	if cut {
+		c.cut = ""
+	}
+	c.mu.Unlock()
+	if cut {
+		return runs.Run{}, errCut
+	}
+	return c.Store.UpdateRun(ctx, r)
+}
+
+// testCancelCutShort: a cancel of a queued run cut short between its two
+// writes (the thread's queue, then the run's record) leaves the run
+// pending on no thread; asking again ends it, cancelled, and the thread
+// goes on without it (issue 22: queued runs left pending for ever after
+// their cancel was asked).
+func testCancelCutShort(t *testing.T, e *tenv, cut *cutRuns) {
+	ctx := t.Context()
+	th := e.thread(t)
+	first, err := e.run(ctx, th, "block", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := e.run(ctx, th, "gone", runs.StrategyEnqueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := e.run(ctx, th, "last", runs.StrategyEnqueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut.arm(queued.ID)
+	if _, err := e.svc.Cancel(ctx, queued.ID); !errors.Is(err, errCut) {
+		t.Fatalf("cancel cut short: %v, want the cut", err)
+	}
+	r, err := e.svc.Cancel(ctx, queued.ID)
+	if err != nil {
+		t.Fatalf("cancel asked again: %v", err)
+	}
+	if r = e.get(t, queued.ID); r.Status != pregel.RunCancelled {
+		t.Fatalf("queued run is %s (cancel requested %v) after its cancel was asked again; it is on no thread, so nothing else ends it", r.Status, r.CancelRequested)
+	}
+	e.open()
+	e.idle(t)
+	for _, id := range []string{first.ID, last.ID} {
+		if r := e.get(t, id); r.Status != pregel.RunCompleted {
+			t.Errorf("run %s is %s, want completed", id, r.Status)
+		}
+	}
+	if got, want := e.messages(t, th), []string{"block", "re:block", "done", "last", "re:last", "done"}; !slices.Equal(got, want) {
+		t.Errorf("thread after the cut cancel: %v, want %v", got, want)
 	}
 }
