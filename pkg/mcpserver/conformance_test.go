@@ -75,6 +75,11 @@ var protocolScenarios = []string{
 // prompt or resource of the suite's own reference server (test_simple_text,
 // test_simple_prompt, test://static-text, completions, subscriptions),
 // which a superstep server does not have: its tools are its graphs.
+// resultDir splits a result directory's name (after "server-") into its
+// scenario and the timestamp the suite appends, such as
+// "prompts-list-2026-11-27T11-20-05-123Z".
+var resultDir = regexp.MustCompile(`^(.+?)-\d{4}-\d{2}-\d{2}T`)
+
 var fixtureMissing = regexp.MustCompile(`^Failed: MCP error (-32602: unknown (tool|prompt) "test_[a-z0-9_]+"|-32602: Resource not found|-32601: method not found: "(completion/complete|resources/subscribe)")$`)
 
 // TestConformanceSuite runs @modelcontextprotocol/conformance's server
@@ -97,7 +102,9 @@ func TestConformanceSuite(t *testing.T) {
 	seen := map[string]bool{}
 	for _, f := range dirs {
 		scenario := strings.TrimPrefix(filepath.Base(filepath.Dir(f)), "server-")
-		scenario = scenario[:strings.LastIndex(scenario, "-20")] // drop the timestamp
+		if m := resultDir.FindStringSubmatch(scenario); m != nil {
+			scenario = m[1] // drop the timestamp (its time may hold "-20" too)
+		}
 		seen[scenario] = true
 		b, err := os.ReadFile(f)
 		if err != nil {
