@@ -24,13 +24,14 @@ import (
 
 // TestBindings runs the lifecycle of TestLifecycle (send, get, input and
 // auth required, rejected, cancel, drained, not found, list, streaming
-// and resubscribe) with a2a-go's clients over the HTTP+JSON binding and
-// the gRPC binding, each chosen from the interface the card lists; and
+// and resubscribe) with a2a-go's clients over the HTTP+JSON binding, the
+// gRPC binding and the HTTP+JSON binding of A2A 0.3 (a2a-go's 0.3
+// compatibility client), each chosen from the interface the card lists; and
 // over HTTP+JSON without an event source or streaming, as on the api
 // Lambda.
 func TestBindings(t *testing.T) {
 	e := newEnv(t, envConfig{events: true, grpc: true})
-	for _, b := range []string{"rest", "grpc"} {
+	for _, b := range []string{"rest", "grpc", "rest0.3"} {
 		t.Run(b, func(t *testing.T) { testLifecycle(t, e, b) })
 	}
 	t.Run("rest polling", func(t *testing.T) {
@@ -53,6 +54,7 @@ func TestBindingsCard(t *testing.T) {
 		"HTTP+JSON 1.0 " + e.agentURL("chat") + " ",
 		"GRPC 1.0 " + e.grpcAddr + " chat",
 		"JSONRPC 0.3 " + e.agentURL("chat") + " ",
+		"HTTP+JSON 0.3 " + e.agentURL("chat") + " ",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("interfaces:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

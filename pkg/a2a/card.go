@@ -65,12 +65,18 @@ func cardJSON(r *http.Request, card *core.AgentCard) ([]byte, error) {
 		return json.Marshal(card)
 	}
 	raw, err := p.CardJSON(r.Context())
-	if err != nil || len(card.SecuritySchemes) == 0 {
-		return raw, err
+	if err != nil {
+		return nil, err
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
+	}
+	if err := listPreferred(m); err != nil {
+		return nil, err
+	}
+	if len(card.SecuritySchemes) == 0 {
+		return json.MarshalIndent(m, "", "  ")
 	}
 	v1, err := json.Marshal(card.SecuritySchemes)
 	if err != nil {
@@ -99,6 +105,38 @@ func cardJSON(r *http.Request, card *core.AgentCard) ([]byte, error) {
 		return nil, err
 	}
 	return json.MarshalIndent(m, "", "  ")
+}
+
+// listPreferred adds the 0.3 card's main interface (url,
+// preferredTransport) to its additionalInterfaces, where a2a-go lists
+// only the others: the 0.3 schema's AgentCard.additionalInterfaces
+// "SHOULD include an entry matching the main 'url' and
+// 'preferredTransport'", so that a client reading that list alone sees
+// every binding.
+func listPreferred(m map[string]json.RawMessage) error {
+	var main struct {
+		URL       string `json:"url"`
+		Transport string `json:"transport"`
+	}
+	if json.Unmarshal(m["url"], &main.URL) != nil || json.Unmarshal(m["preferredTransport"], &main.Transport) != nil || main.URL == "" {
+		return nil
+	}
+	var more []json.RawMessage
+	if raw, ok := m["additionalInterfaces"]; ok {
+		if err := json.Unmarshal(raw, &more); err != nil {
+			return err
+		}
+	}
+	first, err := json.Marshal(main)
+	if err != nil {
+		return err
+	}
+	all, err := json.Marshal(append([]json.RawMessage{first}, more...))
+	if err != nil {
+		return err
+	}
+	m["additionalInterfaces"] = all
+	return nil
 }
 
 // PublicCards returns a handler that serves the agent cards itself and
@@ -177,10 +215,11 @@ func (s *Server) AgentCard(graph, endpoint string) (*core.AgentCard, bool) {
 // interfaces lists where an agent is served, JSON-RPC first (the
 // binding clients prefer when they speak several): JSON-RPC 1.0 and
 // HTTP+JSON 1.0 at the agent's URL, gRPC 1.0 at WithGRPCAddress (the
-// graph as tenant) when it is set, and JSON-RPC 0.3 at the agent's URL.
-// The 0.3 form of the card (url, preferredTransport,
-// additionalInterfaces) takes the 0.3 interfaces only: a 0.3 client is
-// not offered bindings it would speak in 1.0.
+// graph as tenant) when it is set, and JSON-RPC 0.3 and HTTP+JSON 0.3
+// (whose paths a client puts under "/v1") at the agent's URL. The 0.3
+// form of the card (url, preferredTransport, additionalInterfaces) takes
+// the 0.3 interfaces only: a 0.3 client is not offered bindings it would
+// speak in 1.0.
 func (s *Server) interfaces(graph, endpoint string) []*core.AgentInterface {
 	out := []*core.AgentInterface{
 		{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: core.Version},
@@ -189,7 +228,9 @@ func (s *Server) interfaces(graph, endpoint string) []*core.AgentInterface {
 	if s.grpcAddr != "" {
 		out = append(out, &core.AgentInterface{URL: s.grpcAddress(endpoint), ProtocolBinding: core.TransportProtocolGRPC, ProtocolVersion: core.Version, Tenant: graph})
 	}
-	return append(out, &core.AgentInterface{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version})
+	return append(out,
+		&core.AgentInterface{URL: endpoint, ProtocolBinding: core.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
+		&core.AgentInterface{URL: endpoint, ProtocolBinding: core.TransportProtocolHTTPJSON, ProtocolVersion: a2av0.Version})
 }
 
 // card is the agent card of a graph served at endpoint. Its skills

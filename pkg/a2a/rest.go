@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	core "github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	pb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/a2aproject/a2a-go/v2/errordetails"
 
@@ -50,6 +51,8 @@ type restRoute struct {
 	// (message_id) are accepted beside the JSON names (protoNames).
 	proto *protoMessage
 	query []string // query parameters it takes (JSON names; proto names are accepted too)
+	// legacy: a method of the A2A 0.3 binding (under /v1).
+	legacy bool
 }
 
 // The proto messages of the request bodies (HTTP+JSON) and params
@@ -132,6 +135,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrInvalidRequest, "the request path is not valid UTF-8"))
 		return
 	}
+	if path == a2av0.RESTPathPrefix || strings.HasPrefix(path, a2av0.RESTPathPrefix+"/") {
+		s.serveREST03(w, r, a, base, path)
+		return
+	}
 	rt, allow, ok := restRouteFor(r.Method, path)
 	switch {
 	case !ok && allow != "":
@@ -145,7 +152,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v := strings.TrimSpace(r.Header.Get("A2A-Version")); v != "" && !supportedREST(v) {
-		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrVersionNotSupported, fmt.Sprintf("A2A-Version %q is not supported by the HTTP+JSON binding; it speaks A2A 1.0 (A2A 0.3 clients: use JSON-RPC at %s)", v, base)))
+		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrVersionNotSupported, fmt.Sprintf("A2A-Version %q is not supported by the HTTP+JSON binding; it speaks A2A 1.0 (A2A 0.3 clients: JSON-RPC at %s, HTTP+JSON under %s%s)", v, base, base, a2av0.RESTPathPrefix)))
 		return
 	}
 	if rt.streaming && !s.streaming {
@@ -252,7 +259,7 @@ func checkRESTQuery(rt restRoute, q url.Values) (url.Values, *core.Error) {
 			}
 		}
 	}
-	if q.Has("lastUpdatedAfter") {
+	if q.Has("lastUpdatedAfter") && !rt.legacy {
 		// a2a-go v2.4.0's REST client names the filter lastUpdatedAfter,
 		// its server (and the proto) statusTimestampAfter.
 		if q.Has("statusTimestampAfter") {

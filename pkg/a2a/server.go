@@ -239,6 +239,7 @@ type agent struct {
 	v1       http.Handler
 	v03      http.Handler
 	rest     http.Handler // the HTTP+JSON binding (A2A 1.0)
+	rest03   http.Handler // the HTTP+JSON binding of A2A 0.3 (under /v1)
 }
 
 // New returns the A2A server for the graphs of svc. It returns an error,
@@ -310,6 +311,7 @@ func New(svc *runs.Service, opts ...Option) (*Server, error) {
 		a.v1 = a2asrv.NewJSONRPCHandler(h, transportOpts...)
 		a.v03 = a2av0.NewJSONRPCHandler(h, transportOpts...)
 		a.rest = a2asrv.NewRESTHandler(h, transportOpts...)
+		a.rest03 = a2av0.NewRESTHandler(h, transportOpts...)
 		s.agents[g.Name()] = a
 	}
 	s.mux = http.NewServeMux()

@@ -44,6 +44,8 @@ func (e *env) client(t testing.TB, graph, version string, opts ...a2aclient.Fact
 	switch version {
 	case "rest":
 		binding, pv = core.TransportProtocolHTTPJSON, "1.0"
+	case "rest0.3":
+		binding, pv = core.TransportProtocolHTTPJSON, "0.3"
 	case "grpc":
 		binding, pv = core.TransportProtocolGRPC, "1.0"
 	}
@@ -59,6 +61,7 @@ func (e *env) client(t testing.TB, graph, version string, opts ...a2aclient.Fact
 	card.SupportedInterfaces = ifaces
 	opts = append([]a2aclient.FactoryOption{
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{}),
+		a2av0.WithRESTTransport(a2av0.RESTTransportConfig{}),
 		a2agrpc.WithGRPCTransport(grpc.WithTransportCredentials(insecure.NewCredentials())),
 	}, opts...)
 	c, err := a2aclient.NewFromCard(ctx, card, opts...)
@@ -180,13 +183,19 @@ func TestAgentCard(t *testing.T) {
 		ifaces = append(ifaces, fmt.Sprintf("%s %s %s", in.ProtocolBinding, in.ProtocolVersion, in.URL))
 	}
 	// JSON-RPC first (preferred), then HTTP+JSON; the 0.3 form lists
-	// JSON-RPC 0.3 only (a 0.3 client is offered no 1.0 binding).
-	want := []string{"JSONRPC 1.0 " + e.agentURL("chat"), "HTTP+JSON 1.0 " + e.agentURL("chat"), "JSONRPC 0.3 " + e.agentURL("chat")}
+	// the 0.3 bindings only (a 0.3 client is offered no 1.0 binding),
+	// the main one (url, preferredTransport) included, as the 0.3
+	// schema says additionalInterfaces should.
+	want := []string{"JSONRPC 1.0 " + e.agentURL("chat"), "HTTP+JSON 1.0 " + e.agentURL("chat"), "JSONRPC 0.3 " + e.agentURL("chat"), "HTTP+JSON 0.3 " + e.agentURL("chat")}
 	if !slices.Equal(ifaces, want) {
 		t.Errorf("interfaces %q, want %q", ifaces, want)
 	}
-	if card["additionalInterfaces"] != nil {
-		t.Errorf("0.3 additionalInterfaces %v: want none (the 0.3 form lists 0.3 bindings only)", card["additionalInterfaces"])
+	var legacyCard struct {
+		AdditionalInterfaces []struct{ URL, Transport string } `json:"additionalInterfaces"`
+	}
+	_ = json.Unmarshal(body, &legacyCard)
+	if got := fmt.Sprint(legacyCard.AdditionalInterfaces); got != fmt.Sprintf("[{%[1]s JSONRPC} {%[1]s HTTP+JSON}]", e.agentURL("chat")) {
+		t.Errorf("0.3 additionalInterfaces %s: want JSONRPC and HTTP+JSON at the agent's URL", got)
 	}
 	if len(parsed.Skills) != 3 || parsed.Skills[0].ID != "chat" || parsed.Skills[1].ID != "chat.answer" || parsed.Skills[1].Description != "replies to the message" {
 		t.Errorf("skills %+v: want the graph, then its nodes", parsed.Skills)
