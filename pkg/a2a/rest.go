@@ -379,7 +379,7 @@ func writeRESTError(w http.ResponseWriter, code int, err *core.Error) {
 	switch {
 	case errors.Is(err, core.ErrTaskNotFound):
 		st = "NOT_FOUND"
-	case errors.Is(err, core.ErrUnsupportedOperation), errors.Is(err, core.ErrVersionNotSupported):
+	case errors.Is(err, core.ErrUnsupportedOperation), errors.Is(err, core.ErrVersionNotSupported), errors.Is(err, core.ErrExtendedCardNotConfigured):
 		st = "FAILED_PRECONDITION"
 	case errors.Is(err, core.ErrMethodNotFound):
 		st = "UNIMPLEMENTED"
