@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,13 +83,43 @@ func WithEvents(src runs.EventReader) Option { return func(s *Server) { s.events
 func WithStreaming(on bool) Option { return func(s *Server) { s.streaming = on } }
 
 // WithBaseURL sets the public URL the server is reached at (scheme, host
-// and any path before the prefix, e.g. "https://x.execute-api.../prod").
+// and any path before the prefix, e.g. "https://x.execute-api.../prod");
+// New refuses one that ParseBaseURL refuses.
 // Agent cards advertise {base}{prefix}/{graph}. Without it the URL is
 // derived from each request: its Host and whether it came over TLS, and,
 // under WithTrustForwardedHeaders, its X-Forwarded-Proto and
 // X-Forwarded-Host headers.
 func WithBaseURL(u string) Option {
 	return func(s *Server) { s.baseURL = strings.TrimRight(u, "/") }
+}
+
+// ParseBaseURL checks a public URL given for WithBaseURL (a user's
+// setting, such as `superstep dev --public-url`) and returns it without
+// a trailing slash. It must be an absolute http or https URL with a
+// host, and no user name or password, query or fragment; a path is kept
+// (a proxy that serves the agents under it). The error says what to fix.
+func ParseBaseURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%q is not a URL; give the absolute URL clients reach this server at, such as https://agents.example.com", raw)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%q must start with https:// or http://, such as https://agents.example.com", raw)
+	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("%q names no host; give the URL with its host, such as https://agents.example.com", raw)
+	case u.User != nil:
+		return "", errors.New("the URL must not hold a user name or password (it is shown to every client in the agent cards)")
+	case u.RawQuery != "" || u.ForceQuery:
+		return "", fmt.Errorf("%q must have no query (?...); agents are served at {URL}/a2a/{graph}", raw)
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "", fmt.Errorf("%q must have no fragment (#...)", raw)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%q has port %q; a port is 1 to 65535", raw, p)
+		}
+	}
+	return strings.TrimRight(raw, "/"), nil
 }
 
 // WithPathPrefix changes where the agents are served (default "/a2a").
@@ -274,6 +306,11 @@ func New(svc *runs.Service, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("a2a: WithThreadStrategy: %w", err)
 	}
 	s.strategy = st
+	if s.baseURL != "" {
+		if _, err := ParseBaseURL(s.baseURL); err != nil {
+			return nil, fmt.Errorf("a2a: WithBaseURL: %w", err)
+		}
+	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,9 @@ type devFlags struct {
 	pushPrivate bool
 	// grpcAddr: where the A2A gRPC binding listens; "" for none.
 	grpcAddr string
+	// publicURL: the URL clients reach dev at (a tunnel, a proxy), which
+	// the agent cards advertise; "" for the request's own host.
+	publicURL string
 	events   string
 	// eventsKept and eventMaxAge: the event retention (per run; by age).
 	eventsKept  int
@@ -93,6 +97,16 @@ next start.`,
 			if f.eventMaxAge < 0 {
 				return badInput(fmt.Errorf("--event-max-age %s is negative: want a duration such as %s, or 0 to keep events until their run is deleted", f.eventMaxAge, runs.DefaultEventMaxAge))
 			}
+			if f.publicURL != "" {
+				if af.enabled {
+					return badInput(errors.New("--public-url applies to the local dev server, not to --aws (whose agents are served by the api function's handler here)"))
+				}
+				u, err := a2a.ParseBaseURL(f.publicURL)
+				if err != nil {
+					return badInput(fmt.Errorf("--public-url: %w", err))
+				}
+				f.publicURL = u
+			}
 			if af.enabled {
 				return runDevAWS(c.Context(), env, &f, &af)
 			}
@@ -110,6 +124,7 @@ next start.`,
 	fl.StringVar(&f.strategy, "a2a-strategy", string(a2a.StrategyParallel), "what an A2A message does when its context's thread has an active task: parallel (a task of its own beside a working one), reject, enqueue, interrupt or rollback")
 	fl.BoolVar(&f.pushPrivate, "a2a-push-private", false, "let A2A push notifications go to loopback, private and link-local addresses (a receiver on this machine or network); off, they are refused at config time")
 	fl.StringVar(&f.grpcAddr, "a2a-grpc-addr", "", "`HOST:PORT` to serve the A2A gRPC binding on (port 0: any free port; the agent cards list it, each agent as a tenant); empty: no gRPC")
+	fl.StringVar(&f.publicURL, "public-url", "", "`URL` clients reach this server at, such as https://agents.example.com behind a tunnel or proxy: the agent cards advertise it (and {URL}/a2a/{graph}) instead of the address a request came to, and the Host check accepts its host; empty: the request's host")
 	fl.StringVar(&f.events, "events", string(embedded.EventsWatched), "which runs' events streams can replay: watched (while watched and "+embedded.WatchLease.String()+" after; an unwatched run writes none), on (every run's) or off")
 	fl.IntVar(&f.eventsKept, "event-retention", runs.DefaultStreamRetention, "most events kept per run (the newest)")
 	fl.DurationVar(&f.eventMaxAge, "event-max-age", runs.DefaultEventMaxAge, "how long a run's events are kept (a sweep deletes older ones); 0: until the run is deleted")
@@ -189,7 +204,19 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		return failed(err)
 	}
 	defer closeSchedules()
-	handler, err := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, LongTerm: lt, Schedules: schedules})
+	var allowedHosts []string
+	var a2aBase []a2a.Option
+	if f.publicURL != "" {
+		// The cards advertise the public URL, and requests that reach dev
+		// under its host (a tunnel passing the Host on) pass the Host check.
+		u, err := url.Parse(f.publicURL) // checked in RunE
+		if err != nil {
+			return badInput(fmt.Errorf("--public-url: %w", err))
+		}
+		allowedHosts = append(allowedHosts, u.Hostname())
+		a2aBase = append(a2aBase, a2a.WithBaseURL(f.publicURL))
+	}
+	handler, err := api.New(api.Config{Service: svc, Token: f.token, MaxBodyBytes: f.maxBody, Logger: log, HostCheck: true, AllowedHosts: allowedHosts, LongTerm: lt, Schedules: schedules})
 	if err != nil {
 		_ = sched.Shutdown(context.Background(), 0)
 		return failed(err)
@@ -209,7 +236,7 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		defer grpcLn.Close()
 		a2aEvents = append(a2aEvents, a2a.WithGRPCAddress(grpcLn.Addr().String()))
 	}
-	agents, err := a2a.New(svc, append(a2aEvents, a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
+	agents, err := a2a.New(svc, append(append(a2aEvents, a2aBase...), a2a.WithStreaming(true), a2a.WithBearerAuth(f.token != ""), a2a.WithLogger(log), a2a.WithMaxBodyBytes(f.maxBody), a2a.WithPushNotifications(a2a.PushOptions{Store: st, AllowPrivateNetworks: f.pushPrivate}),
 		// A message's contextId names a thread: a chat client's next
 		// message continues the conversation.
 		a2a.WithThreadStrategy(runs.Strategy(f.strategy)))...) // checked in RunE
@@ -269,6 +296,9 @@ func runDev(ctx context.Context, env Env, f *devFlags) error {
 		names = append(names, g.Name())
 	}
 	log.Info("serving", "url", url, "store", path, "graphs", strings.Join(names, ","), "auth", f.token != "")
+	if f.publicURL != "" {
+		log.Info("agent cards advertise the public URL", "public_url", f.publicURL)
+	}
 	if f.token == "" && !isLoopback(ln.Addr()) {
 		log.Warn("serving beyond this machine without a token; set --token or " + TokenEnv)
 	}
