@@ -51,7 +51,7 @@ type devFlags struct {
 	// publicURL: the URL clients reach dev at (a tunnel, a proxy), which
 	// the agent cards advertise; "" for the request's own host.
 	publicURL string
-	events   string
+	events    string
 	// eventsKept and eventMaxAge: the event retention (per run; by age).
 	eventsKept  int
 	eventMaxAge time.Duration
