@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/superstep/superstep/pkg/a2a"
+	"github.com/superstep/superstep/pkg/runs"
 )
 
 // bearerTransport adds a bearer token to every request.
@@ -115,4 +116,35 @@ func TestPublicCardWithToken(t *testing.T) {
 	defer func() { _ = c.Destroy() }()
 	task := send(t, c, text("hi"), nil)
 	wantState(t, task, core.TaskStateCompleted)
+}
+
+// TestWithBaseURLChecked: a base URL no client could use is refused by
+// New, saying what to fix; a usable one loses its trailing slash.
+func TestWithBaseURLChecked(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://agents.example.com/", "https://agents.example.com"},
+		{"http://127.0.0.1:8080/edge", "http://127.0.0.1:8080/edge"},
+		{"agents.example.com", "must start with https:// or http://"},
+		{"https://?x", "names no host"},
+		{"https://a.example/?x=1", "must have no query"},
+		{"https://a.example/#x", "must have no fragment"},
+		{"https://u:secret@a.example", "must not hold a user name or password"},
+	} {
+		got, err := a2a.ParseBaseURL(tc.in)
+		switch {
+		case err == nil && got != tc.want:
+			t.Errorf("ParseBaseURL(%q) = %q, want %q", tc.in, got, tc.want)
+		case err != nil && (!strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "secret")):
+			t.Errorf("ParseBaseURL(%q): %v, want it to say %q", tc.in, err, tc.want)
+		case err != nil:
+			reg, rerr := runs.NewRegistry(sumGraph(t))
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			svc := &runs.Service{Graphs: reg, Runs: runs.NewMemoryStore()}
+			if _, nerr := a2a.New(svc, a2a.WithBaseURL(tc.in)); nerr == nil || !strings.Contains(nerr.Error(), tc.want) {
+				t.Errorf("New(WithBaseURL(%q)): %v, want it refused saying %q", tc.in, nerr, tc.want)
+			}
+		}
+	}
 }
