@@ -3,6 +3,7 @@ package serverless_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,7 +18,8 @@ import (
 // included): a blocking message:send runs the graph through SQS, the tick
 // function and DynamoDB; GET tasks/{id} reads it; message:stream is
 // refused with what to use, since API Gateway buffers responses; the card
-// lists the binding at the gateway's URL.
+// lists the binding at the gateway's URL. The A2A 0.3 binding under
+// {agent}/v1 too (proto names, a data part as 0.3 writes it).
 func TestA2ARESTThroughAPIGateway(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, stackOptions{})
@@ -72,5 +74,28 @@ func TestA2ARESTThroughAPIGateway(t *testing.T) {
 	st, body = call("GET", agent+"/tasks/nope", "")
 	if st != http.StatusNotFound || !strings.Contains(body, "TASK_NOT_FOUND") || strings.Contains(body, "dynamo") {
 		t.Errorf("unknown task: %d %s", st, body)
+	}
+
+	// The A2A 0.3 HTTP+JSON binding, under {agent}/v1, listed in the
+	// card's 0.3 form.
+	_, body = call("GET", agent+"/.well-known/agent-card.json", "")
+	var card struct {
+		AdditionalInterfaces []struct{ URL, Transport string } `json:"additionalInterfaces"`
+	}
+	if json.Unmarshal([]byte(body), &card) != nil || !slices.Contains(card.AdditionalInterfaces, struct{ URL, Transport string }{"https://" + domain + agent, "HTTP+JSON"}) {
+		t.Errorf("0.3 additionalInterfaces %+v, want HTTP+JSON at https://%s%s", card.AdditionalInterfaces, domain, agent)
+	}
+	st, body = call("POST", agent+"/v1/message:send", `{"message": {"message_id": "m3", "role": "ROLE_USER", "content": [{"data": {"data": {"limit": 2}}}]}, "configuration": {"blocking": true}}`)
+	if st != http.StatusOK || json.Unmarshal([]byte(body), &sent) != nil || sent.Task.Status.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("0.3 message:send: %d %s, want a completed task", st, body)
+	}
+	if st, body = call("GET", agent+"/v1/tasks/"+sent.Task.ID, ""); st != http.StatusOK || !strings.Contains(body, `"TASK_STATE_COMPLETED"`) {
+		t.Errorf("0.3 GET tasks/%s: %d %s", sent.Task.ID, st, body)
+	}
+	if st, body = call("POST", agent+"/v1/message:stream", `{"message": {"messageId": "m4", "role": "ROLE_USER", "content": [{"data": {"data": {"limit": 2}}}]}}`); st != http.StatusBadRequest || !strings.Contains(body, "UNSUPPORTED_OPERATION") {
+		t.Errorf("0.3 message:stream behind API Gateway: %d %s, want 400 UNSUPPORTED_OPERATION", st, body)
+	}
+	if st, body = call("GET", agent+"/v1/tasks/nope", ""); st != http.StatusNotFound || !strings.Contains(body, "TASK_NOT_FOUND") || strings.Contains(body, "dynamo") {
+		t.Errorf("0.3 unknown task: %d %s", st, body)
 	}
 }
