@@ -217,6 +217,13 @@ func (h *handler) savePushFrom(ctx context.Context, taskID string, cfg *core.Pus
 	if cfg == nil {
 		return nil, core.NewError(core.ErrInvalidParams, "params are required: the push config (url, and optionally id, token, authentication)")
 	}
+	if a := cfg.Auth; a != nil && a.Scheme == "" && a.Credentials == "" {
+		// An empty authentication message ("authentication": {}, as
+		// proto3 clients write an unset one): nothing to send.
+		c := *cfg
+		c.Auth = nil
+		cfg = &c
+	}
 	if err := p.checkPush(ctx, cfg); err != nil {
 		return nil, err
 	}

@@ -177,6 +177,12 @@ func TestREST03Push(t *testing.T) {
 	if code, _, raw := restCall(t, "GET", base+"/v1/tasks/"+id+"/pushNotificationConfigs/h03", ""); code != 200 || !strings.Contains(raw, hs.URL) || strings.Contains(raw, "c03") {
 		t.Errorf("get push config: %d %s", code, raw)
 	}
+	// A proto3 client writes unset fields as empty values: an empty
+	// authentication is none (the TCK's REST client sends this).
+	if code, _, raw := restCall(t, "POST", base+"/v1/tasks/"+id+"/pushNotificationConfigs",
+		`{"parent": "tasks/`+id+`", "config_id": "default", "config": {"name": "tasks/`+id+`/pushNotificationConfigs/default", "push_notification_config": {"id": "default", "url": "https://hooks.example.com/a2a", "token": "", "authentication": {}}}}`); code != 200 || !strings.Contains(raw, "https://hooks.example.com/a2a") {
+		t.Errorf("config with an empty authentication: %d %s, want it set", code, raw)
+	}
 	if _, task, raw = rest03Send(t, base, `{"message": {"messageId": "m2", "taskId": "`+id+`", "role": "ROLE_USER", "content": [{"text": "eve"}]}, "configuration": {"blocking": true}}`); task == nil {
 		t.Fatalf("answer: %s", raw)
 	}
