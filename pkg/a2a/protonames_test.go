@@ -214,26 +214,31 @@ func TestRESTPush(t *testing.T) {
 	}
 }
 
-// TestRESTErrorDetails: an error's data reaches a2a-go's REST client as
+// TestRESTErrorDetails: an error's data reaches a2a-go's REST clients (1.0 and 0.3) as
 // the error's details (issue 22 item 11 on this binding): a message in a
 // busy context under the reject strategy names the context, the active
 // task and its state.
 func TestRESTErrorDetails(t *testing.T) {
 	e := threadEnv(t, true, a2a.WithThreadStrategy(runs.StrategyReject))
-	c := e.client(t, "memo", "rest")
-	first := send(t, c, inContext("wait", "busy-rest"), &core.SendMessageConfig{ReturnImmediately: true})
-	waitState(t, c, first.ID, core.TaskStateWorking)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, err := c.SendMessage(ctx, &core.SendMessageRequest{Message: inContext("second", "busy-rest")})
-	var aerr *core.Error
-	if !errors.Is(err, core.ErrUnsupportedOperation) || !errors.As(err, &aerr) {
-		t.Fatalf("second message on a busy context: %v, want UnsupportedOperation", err)
+	for _, binding := range []string{"rest", "rest0.3"} {
+		t.Run(binding, func(t *testing.T) {
+			ctxID := "busy-" + strings.ReplaceAll(binding, ".", "-")
+			c := e.client(t, "memo", binding)
+			first := send(t, c, inContext("wait", ctxID), &core.SendMessageConfig{ReturnImmediately: true})
+			waitState(t, c, first.ID, core.TaskStateWorking)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := c.SendMessage(ctx, &core.SendMessageRequest{Message: inContext("second", ctxID)})
+			var aerr *core.Error
+			if !errors.Is(err, core.ErrUnsupportedOperation) || !errors.As(err, &aerr) {
+				t.Fatalf("second message on a busy context: %v, want UnsupportedOperation", err)
+			}
+			if aerr.Details["contextId"] != ctxID || aerr.Details["activeTaskId"] != string(first.ID) || aerr.Details["activeTaskState"] != "working" {
+				t.Errorf("details %v, want contextId, activeTaskId %s, activeTaskState working", aerr.Details, first.ID)
+			}
+			waitState(t, c, first.ID, core.TaskStateCompleted)
+		})
 	}
-	if aerr.Details["contextId"] != "busy-rest" || aerr.Details["activeTaskId"] != string(first.ID) || aerr.Details["activeTaskState"] != "working" {
-		t.Errorf("details %v, want contextId, activeTaskId %s, activeTaskState working", aerr.Details, first.ID)
-	}
-	waitState(t, c, first.ID, core.TaskStateCompleted)
 }
 
 // TestRPCProtoNames: JSON-RPC 1.0 params are the proto3 JSON mapping too:
