@@ -130,4 +130,11 @@ func TestDevPublicURLRefused(t *testing.T) {
 			}
 		})
 	}
+	// The local serverless mode serves its agents through the api
+	// function's handler, which takes no public URL from dev.
+	h := newHarness(t)
+	r := h.run("dev", "--aws", "--addr", "127.0.0.1:0", "--public-url", "https://agents.example.com").want(t, ExitUsage)
+	if !strings.Contains(r.stderr, "--public-url applies to the local dev server, not to --aws") {
+		t.Errorf("dev --aws --public-url:\n%s", r.stderr)
+	}
 }
