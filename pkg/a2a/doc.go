@@ -8,6 +8,8 @@
 //
 //	GET  /a2a/{graph}/.well-known/agent-card.json   the agent card
 //	POST /a2a/{graph}                               JSON-RPC, A2A 1.0 and 0.3
+//	/a2a/{graph}/message:send, /tasks/{id}, ...     HTTP+JSON, A2A 1.0
+//	/a2a/{graph}/v1/message:send, /v1/tasks/{id}, ... HTTP+JSON, A2A 0.3
 //
 // Tasks are runs of the durable engine: the task id is the run id, the
 // context id groups runs, and every request reads or changes the run record
