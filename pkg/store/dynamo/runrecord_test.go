@@ -65,6 +65,14 @@ func TestRunRecordCompact(t *testing.T) {
 	}
 
 	r.Status, r.Step, r.Counters = pregel.RunRunning, 4, pregel.Counters{Completed: 3, Failed: 1}
+	zone := time.FixedZone("", 3600) // as JSON gives it back
+	r.Events = []runs.Event{
+		{At: created, Type: runs.EventCreated, Status: pregel.RunPending},
+		{At: created.Add(23 * time.Millisecond), Type: runs.EventRunning, Status: pregel.RunRunning},
+		{At: created.Add(time.Second).In(zone), Type: runs.EventDrainRequested, Status: pregel.RunRunning, Step: 2, Detail: "deploy"},
+		{At: created.Add(2 * time.Second), Type: runs.EventRunning, Status: pregel.RunRunning, Step: 4},
+		{At: created.Add(3 * time.Second), Type: runs.EventRunning, Status: "", Step: 4},
+	}
 	if r, err = s.UpdateRun(ctx, r); err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +82,11 @@ func TestRunRecordCompact(t *testing.T) {
 	}
 	if _, ok := data["status"]; ok {
 		t.Errorf("updated record holds the status: %v", data)
+	}
+	if want := `[{"t":1795773600123456789,"type":"created","status":"pending"},{"dt":23000000,"type":"running"},` +
+		`{"at":"2026-11-27T11:00:01.123456789+01:00","type":"drain_requested","status":"running","step":2,"detail":"deploy"},` +
+		`{"t":1795773602123456789,"type":"running","step":4},{"dt":1000000000,"type":"running","status":"","step":4}]`; string(data["events"]) != want {
+		t.Errorf("stored events\n %s\nwant\n %s", data["events"], want)
 	}
 
 	want := r
@@ -132,7 +145,9 @@ func TestRunRecordOldLayout(t *testing.T) {
 	created := time.Date(2026, 11, 20, 8, 30, 0, 5, time.UTC)
 	old := runs.Run{ID: "o1", Graph: "agent", Status: pregel.RunInterrupted, ContextID: "ctx", CreatedAt: created,
 		UpdatedAt: created.Add(time.Minute), Step: 2, Counters: pregel.Counters{Completed: 2}, Version: 3,
-		GraphVersion: &pregel.Stamp{Fingerprint: "abc"}}
+		GraphVersion: &pregel.Stamp{Fingerprint: "abc"},
+		Events: []runs.Event{{At: created, Type: runs.EventCreated, Status: pregel.RunPending},
+			{At: created.Add(time.Second), Type: runs.EventInterrupted, Status: pregel.RunInterrupted, Step: 2, Detail: "i1"}}}
 	raw, err := json.Marshal(old)
 	if err != nil {
 		t.Fatal(err)
