@@ -19,7 +19,9 @@ type Storage struct {
 	SegmentBytes int64 `json:"segment_bytes"`
 	// EventBytes: the run's event stream, as kept by the log.
 	EventBytes int64 `json:"event_bytes"`
-	// RecordBytes: the run records (and a thread's own record).
+	// RecordBytes: the run records (and a thread's own record), as the
+	// store keeps them when it measures them (DynamoDB's run items, keys
+	// included), else as their JSON.
 	RecordBytes int64 `json:"record_bytes"`
 	// TotalBytes is the sum of the above.
 	TotalBytes int64 `json:"total_bytes"`
