@@ -79,7 +79,7 @@ func checkStatus(r runs.Run) error {
 // runItem returns the attributes of a run item, and the blob to write
 // first if the record is too large for it.
 func (s *Store) runItem(r runs.Run) (map[string]types.AttributeValue, *pendingBlob, error) {
-	data, err := marshal(r)
+	data, err := encodeRun(&r)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dynamo: encode run %q: %w", r.ID, err)
 	}
@@ -130,16 +130,8 @@ func (s *Store) decodeRuns(ctx context.Context, items []map[string]types.Attribu
 		if err != nil || !ok {
 			return nil, fmt.Errorf("dynamo: run record %s is unreadable (%v)", pk, err)
 		}
-		if err := json.Unmarshal(raw, &out[i]); err != nil {
+		if err := decodeRun(it, raw, &out[i]); err != nil {
 			return nil, fmt.Errorf("dynamo: run record %s: %w", pk, err)
-		}
-		if v, ok := getN(it, attrVersion); ok {
-			out[i].Version = v
-		}
-		if pos, ok := getS(it, attrPos); ok {
-			if t, _, err := parsePos(pos); err == nil {
-				out[i].CreatedAt = t
-			}
 		}
 	}
 	return out, nil
