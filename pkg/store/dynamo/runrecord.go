@@ -12,16 +12,16 @@ import (
 	"github.com/superstep/superstep/pkg/runs"
 )
 
-// storedRun is the compact form of a run record, the data document of a
+// storedRun is the compact form of a run record, the rec document of a
 // run item: the JSON of the runs.Run without the fields the item's own
 // attributes hold (the id in its key, graph, status, context id, version,
 // and created_at in run_pos when the position gives it back), without
 // step 0, with zero counters left out and its events compact
-// (storedEvent). The outer fields shadow the
-// Run's of the same JSON name; nil or zero, they are left out.
+// (storedEvent). The outer fields shadow the Run's of the same JSON name;
+// nil or zero, they are left out.
 //
-// Items written before hold the whole JSON of the runs.Run; a record with
-// a run_id is of that form (see decodeRun), and reads as before.
+// Items written before (and items a writer from before updates) hold the
+// whole JSON of the runs.Run in data instead; see recordAttr.
 type storedRun struct {
 	*runs.Run
 	ID        *struct{}      `json:"run_id,omitempty"`
@@ -125,12 +125,28 @@ func encodeRun(r *runs.Run) ([]byte, error) {
 	return marshal(sr)
 }
 
+// recordAttr returns the document attribute that holds the record of run
+// item it, and whether it holds the compact form. data (or data_ref), the
+// whole runs.Run, wins over rec: this package's writers remove data when
+// they write rec, so an item holding both was last written by a writer
+// from before the compact form (a rolling deploy), whose data is the
+// newer record.
+func recordAttr(it map[string]types.AttributeValue) (name string, compact bool) {
+	if _, ok := it[attrData]; ok {
+		return attrData, false
+	}
+	if _, ok := it[attrData+refSuffix]; ok {
+		return attrData, false
+	}
+	return attrRecord, true
+}
+
 // decodeRun decodes the record raw of run item it into r: of the compact
 // form (storedRun), the fields its attributes hold come from them; of the
 // earlier form, the whole run is in raw. Either way the version and
 // CreatedAt are the item's (UpdateRun never changes the position); the
-// record holds CreatedAt only when the position cannot.
-func decodeRun(it map[string]types.AttributeValue, raw []byte, r *runs.Run) error {
+// compact record holds CreatedAt only when the position cannot.
+func decodeRun(it map[string]types.AttributeValue, raw []byte, compact bool, r *runs.Run) error {
 	// The events of either form read as storedEvents (see there).
 	var evs []storedEvent
 	if err := json.Unmarshal(raw, &struct {
@@ -143,12 +159,12 @@ func decodeRun(it map[string]types.AttributeValue, raw []byte, r *runs.Run) erro
 	if r.Events, err = loadEvents(evs); err != nil {
 		return err
 	}
-	if r.ID == "" {
-		// The compact form.
+	if compact {
 		pk, _ := getS(it, attrPK)
 		r.ID = strings.TrimPrefix(pk, runPK(""))
 		r.Graph, _ = getS(it, attrGraph)
 		r.ContextID, _ = getS(it, attrContext)
+		r.Status = ""
 		if st, _ := getS(it, attrStatus); st != noStatus {
 			r.Status = pregel.RunStatus(st)
 		}

@@ -32,10 +32,10 @@ func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, err
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
 	})
 	var (
-		out        = runs.Storage{Measured: []string{runs.StorageCheckpoints, runs.StorageEvents, runs.StorageRecords}}
-		blobs      = map[string]int64{} // blob id -> bytes
-		eventBlobs = map[string]bool{}
-		recordBlob string
+		out         = runs.Storage{Measured: []string{runs.StorageCheckpoints, runs.StorageEvents, runs.StorageRecords}}
+		blobs       = map[string]int64{} // blob id -> bytes
+		eventBlobs  = map[string]bool{}
+		recordBlobs = map[string]bool{}
 	)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -49,8 +49,10 @@ func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, err
 			case sk == skRun:
 				out.RecordBytes += n
 				out.Runs = 1
-				if ref, err := docRef(it, attrData); err == nil && ref != nil {
-					recordBlob = ref.ID
+				for _, name := range []string{attrRecord, attrData} {
+					if ref, err := docRef(it, name); err == nil && ref != nil {
+						recordBlobs[ref.ID] = true
+					}
 				}
 			case strings.HasPrefix(sk, skEvent):
 				out.EventBytes += n
@@ -78,7 +80,7 @@ func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, err
 		switch {
 		case eventBlobs[id]:
 			out.EventBytes += n
-		case id == recordBlob:
+		case recordBlobs[id]:
 			out.RecordBytes += n
 		default:
 			out.CheckpointBytes += n
