@@ -3,7 +3,6 @@ package dynamo_test
 import (
 	"encoding/json"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,8 +14,8 @@ import (
 	"github.com/superstep/superstep/pkg/runs"
 )
 
-// runData returns the stored record (the data attribute) of run id's item.
-func runData(t *testing.T, e *env, id string) map[string]json.RawMessage {
+// runItem returns run id's item as stored.
+func runItem(t *testing.T, e *env, id string) map[string]types.AttributeValue {
 	t.Helper()
 	out, err := e.client.GetItem(t.Context(), &dynamodb.GetItemInput{
 		TableName: aws.String(e.table),
@@ -25,9 +24,23 @@ func runData(t *testing.T, e *env, id string) map[string]json.RawMessage {
 	if err != nil || out.Item == nil {
 		t.Fatalf("GetItem of run %s: %v", id, err)
 	}
-	b, ok := out.Item["data"].(*types.AttributeValueMemberB)
+	return out.Item
+}
+
+// runData returns the stored compact record (the rec attribute) of run
+// id's item, which must hold no data (the whole record of writers from
+// before the compact form).
+func runData(t *testing.T, e *env, id string) map[string]json.RawMessage {
+	t.Helper()
+	it := runItem(t, e, id)
+	for _, name := range []string{"data", "data_ref"} {
+		if _, ok := it[name]; ok {
+			t.Errorf("run %s: item holds %s besides its compact record", id, name)
+		}
+	}
+	b, ok := it["rec"].(*types.AttributeValueMemberB)
 	if !ok {
-		t.Fatalf("run %s: no inline data attribute: %v", id, out.Item)
+		t.Fatalf("run %s: no inline rec attribute: %v", id, it)
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b.Value, &m); err != nil {
@@ -134,55 +147,3 @@ func TestRunRecordCompact(t *testing.T) {
 	}
 }
 
-// TestRunRecordOldLayout: a run item written before the compact form
-// (the whole JSON of the run) reads, lists and updates as before, and is
-// stored compact after its update.
-func TestRunRecordOldLayout(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	e := newEnv(t)
-	s := e.store()
-	created := time.Date(2026, 11, 20, 8, 30, 0, 5, time.UTC)
-	old := runs.Run{ID: "o1", Graph: "agent", Status: pregel.RunInterrupted, ContextID: "ctx", CreatedAt: created,
-		UpdatedAt: created.Add(time.Minute), Step: 2, Counters: pregel.Counters{Completed: 2}, Version: 3,
-		GraphVersion: &pregel.Stamp{Fingerprint: "abc"},
-		Events: []runs.Event{{At: created, Type: runs.EventCreated, Status: pregel.RunPending},
-			{At: created.Add(time.Second), Type: runs.EventInterrupted, Status: pregel.RunInterrupted, Step: 2, Detail: "i1"}}}
-	raw, err := json.Marshal(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	item := map[string]types.AttributeValue{
-		"pk":          &types.AttributeValueMemberS{Value: "RUN#o1"},
-		"sk":          &types.AttributeValueMemberS{Value: "~RUN"},
-		"data":        &types.AttributeValueMemberB{Value: raw},
-		"version":     &types.AttributeValueMemberN{Value: strconv.Itoa(int(old.Version))},
-		"run_status":  &types.AttributeValueMemberS{Value: string(old.Status)},
-		"run_pos":     &types.AttributeValueMemberS{Value: created.Format("2006-01-02T15:04:05.000000000Z") + "#o1"},
-		"run_graph":   &types.AttributeValueMemberS{Value: old.Graph},
-		"run_context": &types.AttributeValueMemberS{Value: old.ContextID},
-	}
-	if _, err := e.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.GetRun(ctx, "o1")
-	if err != nil || !reflect.DeepEqual(got, old) {
-		t.Fatalf("GetRun of an old item:\n got %+v (%v)\nwant %+v", got, err, old)
-	}
-	page, err := s.ListRuns(ctx, runs.Filter{Graph: "agent"})
-	if err != nil || len(page.Runs) != 1 || !reflect.DeepEqual(page.Runs[0], old) {
-		t.Fatalf("ListRuns of an old item: %+v, %v", page.Runs, err)
-	}
-	got.Status = pregel.RunRunning
-	up, err := s.UpdateRun(ctx, got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := runData(t, e, "o1")["run_id"]; ok {
-		t.Error("an updated old item is still stored whole")
-	}
-	again, err := s.GetRun(ctx, "o1")
-	if err != nil || !reflect.DeepEqual(again, up) || again.Status != pregel.RunRunning || again.Version != 4 || !again.CreatedAt.Equal(created) {
-		t.Errorf("GetRun after the update:\n got %+v (%v)\nwant %+v", again, err, up)
-	}
-}
