@@ -146,4 +146,3 @@ func TestRunRecordCompact(t *testing.T) {
 		t.Errorf("RunStorage: record %d bytes, runs %d; want more than 0 and less than the %d bytes of its JSON, 1 run", st.RecordBytes, st.Runs, len(whole))
 	}
 }
-
