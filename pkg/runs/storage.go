@@ -19,7 +19,9 @@ type Storage struct {
 	SegmentBytes int64 `json:"segment_bytes"`
 	// EventBytes: the run's event stream, as kept by the log.
 	EventBytes int64 `json:"event_bytes"`
-	// RecordBytes: the run records (and a thread's own record).
+	// RecordBytes: the run records (and a thread's own record), as the
+	// store keeps them when it measures them (DynamoDB's run items, keys
+	// included), else as their JSON.
 	RecordBytes int64 `json:"record_bytes"`
 	// TotalBytes is the sum of the above.
 	TotalBytes int64 `json:"total_bytes"`
@@ -97,7 +99,8 @@ func (s *Service) meters() []StorageMeter {
 }
 
 // RunStorage returns what run id stores: its checkpoints, segments and
-// events as its stores measure them, and its record (as JSON). It fails
+// events as its stores measure them, and its record (as its store keeps
+// it when the store measures it, else as JSON). It fails
 // with ErrNotFound for a run that does not exist.
 func (s *Service) RunStorage(ctx context.Context, id string) (Storage, error) {
 	r, err := s.Get(ctx, id)
@@ -107,21 +110,33 @@ func (s *Service) RunStorage(ctx context.Context, id string) (Storage, error) {
 	return s.runStorage(ctx, r)
 }
 
+// runStorage measures run r. Its record counts as the store keeps it when
+// a store measures it (says StorageRecords in Measured: DynamoDB's
+// compact run item), else as its JSON.
 func (s *Service) runStorage(ctx context.Context, r Run) (Storage, error) {
-	rec, err := json.Marshal(r)
-	if err != nil {
-		return Storage{}, fmt.Errorf("measure run %q: %w", r.ID, err)
-	}
 	out := Storage{Measured: []string{}}
-	out.add(Storage{RecordBytes: int64(len(rec)), Runs: 1, Measured: []string{StorageRecords}})
+	var record *int64
 	for _, m := range s.meters() {
 		st, err := m.RunStorage(ctx, r.ID)
 		if err != nil {
 			return Storage{}, fmt.Errorf("measure run %q: %w", r.ID, err)
 		}
-		st.RecordBytes, st.Runs = 0, 0 // the record is counted above
+		if contains(st.Measured, StorageRecords) && record == nil {
+			n := st.RecordBytes
+			record = &n
+		}
+		st.RecordBytes, st.Runs = 0, 0 // the record is counted once, below
 		out.add(st)
 	}
+	if record == nil {
+		rec, err := json.Marshal(r)
+		if err != nil {
+			return Storage{}, fmt.Errorf("measure run %q: %w", r.ID, err)
+		}
+		n := int64(len(rec))
+		record = &n
+	}
+	out.add(Storage{RecordBytes: *record, Runs: 1, Measured: []string{StorageRecords}})
 	return out, nil
 }
 

@@ -94,7 +94,8 @@ func TestEventMaxAge(t *testing.T) {
 // budget, so it runs only when SUPERSTEP_FLAT_TURNS is set. Step items
 // hold their manifests by difference (manifest.go): 6,211 bytes a turn
 // for a limit of 6,361 at 30 turns (7,183 when every step item carried
-// every open segment's entry).
+// every open segment's entry); with compact run items counted as stored,
+// 6,260 for 6,363 at 100 turns (bench/README.md).
 func TestFlatBytesPerTurn(t *testing.T) {
 	if os.Getenv(runstest.FlatTurnsEnv) == "" {
 		t.Skipf("15-60 s against moto: set %s=30 (or 100) to run it", runstest.FlatTurnsEnv)

@@ -43,8 +43,14 @@ const (
 	attrVals = "vals"
 	// attrValue holds a chunk of a blob (BLOB items).
 	attrValue = "v"
-	// attrData holds a JSON document: a task result or a run record.
+	// attrData holds a JSON document: a task result, or a run record of
+	// the whole runs.Run as items written before 2026-11-27 hold it.
 	attrData = "data"
+	// attrRecord holds a run record in its compact form (runrecord.go).
+	// It is not attrData so that a reader from before the compact form
+	// finds no record and fails, rather than reading the fields the
+	// compact form leaves out as empty (see README.md, deploys).
+	attrRecord = "rec"
 	// refSuffix names the attribute that replaces a document attribute
 	// whose content lives in a blob.
 	refSuffix = "_ref"

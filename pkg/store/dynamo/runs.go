@@ -79,12 +79,12 @@ func checkStatus(r runs.Run) error {
 // runItem returns the attributes of a run item, and the blob to write
 // first if the record is too large for it.
 func (s *Store) runItem(r runs.Run) (map[string]types.AttributeValue, *pendingBlob, error) {
-	data, err := marshal(r)
+	data, err := encodeRun(&r)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dynamo: encode run %q: %w", r.ID, err)
 	}
 	item := key(runPK(r.ID), skRun)
-	blob, err := docAttr(item, attrData, data, maxInlineValue)
+	blob, err := docAttr(item, attrRecord, data, maxInlineValue)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,7 +116,8 @@ func (s *Store) expiry(r runs.Run) (int64, bool) {
 func (s *Store) decodeRuns(ctx context.Context, items []map[string]types.AttributeValue) ([]runs.Run, error) {
 	f := s.newFetcher()
 	for _, it := range items {
-		if err := f.addDoc(it, attrData); err != nil {
+		name, _ := recordAttr(it)
+		if err := f.addDoc(it, name); err != nil {
 			return nil, err
 		}
 	}
@@ -126,20 +127,13 @@ func (s *Store) decodeRuns(ctx context.Context, items []map[string]types.Attribu
 	out := make([]runs.Run, len(items))
 	for i, it := range items {
 		pk, _ := getS(it, attrPK)
-		raw, ok, err := f.doc(it, attrData)
+		name, compact := recordAttr(it)
+		raw, ok, err := f.doc(it, name)
 		if err != nil || !ok {
 			return nil, fmt.Errorf("dynamo: run record %s is unreadable (%v)", pk, err)
 		}
-		if err := json.Unmarshal(raw, &out[i]); err != nil {
+		if err := decodeRun(it, raw, compact, &out[i]); err != nil {
 			return nil, fmt.Errorf("dynamo: run record %s: %w", pk, err)
-		}
-		if v, ok := getN(it, attrVersion); ok {
-			out[i].Version = v
-		}
-		if pos, ok := getS(it, attrPos); ok {
-			if t, _, err := parsePos(pos); err == nil {
-				out[i].CreatedAt = t
-			}
 		}
 	}
 	return out, nil
@@ -258,7 +252,10 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
 	// makes UPDATED_OLD return it.
 	set := []string{"#pos = if_not_exists(#pos, :pos)"}
 	var remove []string
-	for i, name := range []string{attrData, attrData + refSuffix, attrVersion, attrStatus, attrGraph, attrContext, attrExpiresAt} {
+	// An item written before the compact form, or since by a writer from
+	// before it, holds data (or data_ref): it goes, so that rec is the
+	// record (recordAttr).
+	for i, name := range []string{attrRecord, attrRecord + refSuffix, attrData, attrData + refSuffix, attrVersion, attrStatus, attrGraph, attrContext, attrExpiresAt} {
 		alias := fmt.Sprintf("#a%d", i)
 		names[alias] = name
 		if v, ok := item[name]; ok {
@@ -298,9 +295,11 @@ func (s *Store) UpdateRun(ctx context.Context, r runs.Run) (runs.Run, error) {
 			r.CreatedAt = t
 		}
 	}
-	// The record's previous blob, if it had one, is garbage now.
-	if ref, err := docRef(out.Attributes, attrData); err == nil && ref != nil {
-		s.dropBlobs(ctx, pk, []blobRef{*ref})
+	// The record's previous blobs, if it had some, are garbage now.
+	for _, name := range []string{attrRecord, attrData} {
+		if ref, err := docRef(out.Attributes, name); err == nil && ref != nil {
+			s.dropBlobs(ctx, pk, []blobRef{*ref})
+		}
 	}
 	if wantsStop(r) {
 		// A chained superstep's commit sees the request (stop.go). The

@@ -20,8 +20,10 @@ var _ runs.StorageMeter = (*Store)(nil)
 // DynamoDB bills it (attribute names and values). Step items, task
 // results and the blobs they refer to are checkpoints, the values in a
 // step item of channels that are segments (named with the segment
-// separator) are segments, event batch items and their blobs are events;
-// the run record is the Service's to count, so it is left out.
+// separator) are segments, event batch items and their blobs are events,
+// and the run item and its blob are the record, as stored (its compact
+// form, runrecord.go), which the Service counts instead of the record's
+// JSON.
 func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, error) {
 	pk := runPK(runID)
 	p := dynamodb.NewQueryPaginator(s.client, &dynamodb.QueryInput{
@@ -30,9 +32,10 @@ func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, err
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(pk)},
 	})
 	var (
-		out        = runs.Storage{Measured: []string{runs.StorageCheckpoints, runs.StorageEvents}}
-		blobs      = map[string]int64{} // blob id -> bytes
-		eventBlobs = map[string]bool{}
+		out         = runs.Storage{Measured: []string{runs.StorageCheckpoints, runs.StorageEvents, runs.StorageRecords}}
+		blobs       = map[string]int64{} // blob id -> bytes
+		eventBlobs  = map[string]bool{}
+		recordBlobs = map[string]bool{}
 	)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -44,6 +47,13 @@ func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, err
 			n := int64(itemSize(it))
 			switch {
 			case sk == skRun:
+				out.RecordBytes += n
+				out.Runs = 1
+				for _, name := range []string{attrRecord, attrData} {
+					if ref, err := docRef(it, name); err == nil && ref != nil {
+						recordBlobs[ref.ID] = true
+					}
+				}
 			case strings.HasPrefix(sk, skEvent):
 				out.EventBytes += n
 				if ref, err := docRef(it, attrData); err == nil && ref != nil {
@@ -67,12 +77,16 @@ func (s *Store) RunStorage(ctx context.Context, runID string) (runs.Storage, err
 		}
 	}
 	for id, n := range blobs {
-		if eventBlobs[id] {
+		switch {
+		case eventBlobs[id]:
 			out.EventBytes += n
-		} else {
+		case recordBlobs[id]:
+			out.RecordBytes += n
+		default:
 			out.CheckpointBytes += n
 		}
 	}
+	out.TotalBytes = out.CheckpointBytes + out.SegmentBytes + out.EventBytes + out.RecordBytes
 	return out, nil
 }
 
