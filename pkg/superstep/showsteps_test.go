@@ -47,7 +47,7 @@ func TestRunsShowPagesSteps(t *testing.T) {
 	}
 	cps := pregel.NewMemoryStore()
 	svc := &runs.Service{Graphs: reg, Runs: runs.NewMemoryStore(), Checkpoints: cps, Dispatcher: idleDispatcher{}}
-	const steps = 1234
+	const steps = 640
 	if _, _, err := svc.Runs.CreateRun(ctx, runs.Run{ID: "long", Graph: "loop", Status: pregel.RunCompleted, Step: steps - 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +92,9 @@ func TestRunsShowPagesSteps(t *testing.T) {
 		from  int
 		older string // the note, or "" for none
 	}{
-		{nil, steps - 100, "(1134 older steps not shown, of 1234: superstep runs show long --steps N or --all-steps)"},
-		{[]string{"--steps", "7"}, steps - 7, "(1227 older steps not shown, of 1234"},
-		{[]string{"--steps", "734"}, steps - 734, "(500 older steps not shown, of 1234"},
+		{nil, steps - 100, "(540 older steps not shown, of 640: superstep runs show long --steps N or --all-steps)"},
+		{[]string{"--steps", "7"}, steps - 7, "(633 older steps not shown, of 640"},
+		{[]string{"--steps", "600"}, steps - 600, "(40 older steps not shown, of 640"},
 		{[]string{"--steps", "5000"}, 1, ""},
 		{[]string{"--all-steps"}, 1, ""},
 	} {
