@@ -54,11 +54,10 @@ func (h *Handler) getGraph(w http.ResponseWriter, r *http.Request) error {
 		if run.Graph != g.Name() {
 			return invalidf("run %q is a run of graph %q, not %q; ask for its diagram at /v1/graphs/%s?run=%s", id, run.Graph, g.Name(), run.Graph, id)
 		}
-		steps, err := h.svc.History(r.Context(), id)
+		statuses, err = h.nodeStatuses(r, g, run)
 		if err != nil {
 			return runErr(id, err)
 		}
-		statuses = nodeStatuses(g, run, steps)
 		out.RunID, out.NodeStatuses = id, statuses
 	}
 	out.Mermaid = g.Mermaid(statuses)
@@ -102,24 +101,48 @@ func statusRank(s pregel.NodeStatus) int {
 
 // nodeStatuses gives each node of g the status of its latest execution in
 // the run: from the committed steps, then the uncommitted step as the run
-// record tells it (running, interrupted, or the node that failed).
-func nodeStatuses(g *pregel.Graph, run runs.Run, steps []pregel.StepInfo) map[string]pregel.NodeStatus {
+// record tells it (running, interrupted, or the node that failed). It
+// reads the steps newest first, a page at a time, and stops once every
+// node has a status: a long run whose nodes all ran lately costs one page.
+func (h *Handler) nodeStatuses(r *http.Request, g *pregel.Graph, run runs.Run) (map[string]pregel.NodeStatus, error) {
+	known := make(map[string]bool)
+	for _, n := range g.Nodes() {
+		known[n.ID] = true
+	}
 	out := make(map[string]pregel.NodeStatus)
-	for _, s := range steps {
-		inStep := make(map[string]pregel.NodeStatus)
-		for _, t := range s.Tasks {
-			if cur, ok := inStep[t.Node]; !ok || statusRank(t.Status) > statusRank(cur) {
-				inStep[t.Node] = t.Status
+	var newest *pregel.StepInfo
+	f := runs.HistoryFilter{Limit: runs.MaxHistoryPageSize, NewestFirst: true}
+	for {
+		page, err := h.svc.HistoryPage(r.Context(), run.ID, f)
+		if err != nil {
+			return nil, err
+		}
+		for i := range page.Steps {
+			s := &page.Steps[i]
+			if newest == nil {
+				newest = s
+			}
+			inStep := make(map[string]pregel.NodeStatus)
+			for _, t := range s.Tasks {
+				if cur, ok := inStep[t.Node]; !ok || statusRank(t.Status) > statusRank(cur) {
+					inStep[t.Node] = t.Status
+				}
+			}
+			for n, st := range inStep {
+				if _, done := out[n]; !done && known[n] {
+					out[n] = st // the newest execution wins
+				}
 			}
 		}
-		for n, st := range inStep {
-			out[n] = st
+		if len(out) == len(known) || page.NextPageToken == "" {
+			break
 		}
+		f.PageToken = page.NextPageToken
 	}
 	switch run.Status {
 	case pregel.RunRunning:
-		if len(steps) > 0 {
-			for _, n := range steps[len(steps)-1].Next {
+		if newest != nil {
+			for _, n := range newest.Next {
 				out[n] = pregel.NodeRunning
 			}
 		}
@@ -132,16 +155,12 @@ func nodeStatuses(g *pregel.Graph, run runs.Run, steps []pregel.StepInfo) map[st
 			out[run.FailedNode] = pregel.NodeFailed
 		}
 	}
-	known := make(map[string]bool)
-	for _, n := range g.Nodes() {
-		known[n.ID] = true
-	}
 	for n := range out {
 		if !known[n] {
 			delete(out, n)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // runErr replaces the store's not-found error for a run with a message

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/superstep/superstep/pkg/pregel"
@@ -99,29 +100,37 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request) error {
 	return h.writeJSON(w, r, http.StatusOK, out)
 }
 
-// getRun serves GET /v1/runs/{run_id}: the record, its steps and its
-// latest state.
+// RunViewSteps is the number of steps GET /v1/runs/{run_id} lists when
+// the request names none (?steps=): the newest ones, as many as a page of
+// /checkpoints holds by default.
+const RunViewSteps = runs.HistoryPageSize
+
+// getRun serves GET /v1/runs/{run_id}[?steps=N]: the record, its newest
+// steps and its latest state.
 func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
-	if err := allowedQuery(r); err != nil {
+	if err := allowedQuery(r, "steps"); err != nil {
 		return err
+	}
+	n := RunViewSteps
+	if s := r.URL.Query().Get("steps"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > runs.MaxHistoryPageSize {
+			return invalidf("steps %q must be a whole number between 1 and %d; GET /v1/runs/{run_id}/checkpoints pages the rest", s, runs.MaxHistoryPageSize)
+		}
+		n = v
 	}
 	id := r.PathValue("run_id")
 	run, err := h.svc.Get(r.Context(), id)
 	if err != nil {
 		return runErr(id, err)
 	}
-	steps, err := h.svc.History(r.Context(), id)
-	if err != nil {
-		return runErr(id, err)
-	}
 	budget := NewValueBudget()
-	out := RunDetail{Run: runView(run, budget), Steps: steps, Values: map[string]json.RawMessage{}}
-	if out.Steps == nil {
-		out.Steps = []pregel.StepInfo{}
-	}
+	out := RunDetail{Run: runView(run, budget), Values: map[string]json.RawMessage{}}
+	latest := -1
 	cp, err := h.svc.Checkpoint(r.Context(), id, pregel.Latest)
 	switch {
 	case err == nil:
+		latest = cp.Step
 		h.svc.AddUsage(r.Context(), &run, cp)
 		out.Usage = run.Usage
 		if cp.Values != nil {
@@ -132,14 +141,27 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return err
 	}
+	page, err := h.svc.HistoryPage(r.Context(), id, runs.HistoryFilter{Limit: n, NewestFirst: true})
+	if err != nil {
+		return runErr(id, err)
+	}
+	out.Steps = page.Steps
+	slices.Reverse(out.Steps) // oldest first, as ever
+	if k := len(out.Steps); k > 0 {
+		latest = max(latest, out.Steps[k-1].Step)
+	}
+	out.StepCount = latest + 1
+	out.StepsTruncated = page.NextPageToken != ""
+	out.OlderStepsPageToken = page.NextPageToken
 	return h.writeJSON(w, r, http.StatusOK, out)
 }
 
 // listCheckpoints serves GET /v1/runs/{run_id}/checkpoints: a page of
-// the run's steps, oldest first (limit 1 to 500, default
-// runs.HistoryPageSize), and next_page_token when more follow.
+// the run's steps, oldest first or with order=desc newest first (limit 1
+// to 500, default runs.HistoryPageSize), and next_page_token when more
+// follow.
 func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
-	if err := allowedQuery(r, "limit", "page_token"); err != nil {
+	if err := allowedQuery(r, "limit", "page_token", "order"); err != nil {
 		return err
 	}
 	id := r.PathValue("run_id")
@@ -152,7 +174,20 @@ func (h *Handler) listCheckpoints(w http.ResponseWriter, r *http.Request) error 
 		}
 		f.Limit = n
 	}
+	switch o := q.Get("order"); o {
+	case "", "asc":
+	case "desc":
+		f.NewestFirst = true
+	default:
+		return invalidf("order %q must be asc (oldest step first, the default) or desc (newest first)", o)
+	}
 	page, err := h.svc.HistoryPage(r.Context(), id, f)
+	if errors.Is(err, runs.ErrTokenOrder) {
+		if f.NewestFirst {
+			return invalidf("page token %q pages the steps oldest first: ask without order=desc", f.PageToken)
+		}
+		return invalidf("page token %q pages the steps newest first (a run's older_steps_page_token is one): add order=desc", f.PageToken)
+	}
 	if err != nil {
 		return runErr(id, err)
 	}

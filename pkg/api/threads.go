@@ -96,6 +96,8 @@ type ThreadHistory struct {
 	ThreadID string `json:"thread_id"`
 	// Steps are newest first.
 	Steps []runs.ThreadStep `json:"steps"`
+	// NextPageToken, when set, fetches the steps before as ?page_token=.
+	NextPageToken string `json:"next_page_token,omitempty"`
 }
 
 // ForkRequest is the body of POST /v1/threads/{thread_id}/fork.
@@ -229,9 +231,9 @@ func (h *Handler) updateThreadState(w http.ResponseWriter, r *http.Request) erro
 	return h.writeJSON(w, r, http.StatusOK, st)
 }
 
-// threadHistory serves GET /v1/threads/{thread_id}/history?limit=.
+// threadHistory serves GET /v1/threads/{thread_id}/history?limit=&page_token=.
 func (h *Handler) threadHistory(w http.ResponseWriter, r *http.Request) error {
-	if err := allowedQuery(r, "limit"); err != nil {
+	if err := allowedQuery(r, "limit", "page_token"); err != nil {
 		return err
 	}
 	limit, err := limitParam(r, runs.MaxHistory)
@@ -239,11 +241,11 @@ func (h *Handler) threadHistory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("thread_id")
-	steps, err := h.svc.ThreadHistory(r.Context(), id, limit)
+	page, err := h.svc.ThreadHistoryPage(r.Context(), id, runs.ThreadHistoryFilter{Limit: limit, PageToken: r.URL.Query().Get("page_token")})
 	if err != nil {
 		return err
 	}
-	return h.writeJSON(w, r, http.StatusOK, ThreadHistory{ThreadID: id, Steps: steps})
+	return h.writeJSON(w, r, http.StatusOK, ThreadHistory{ThreadID: id, Steps: page.Steps, NextPageToken: page.NextPageToken})
 }
 
 // listThreadRuns serves GET /v1/threads/{thread_id}/runs.

@@ -3,7 +3,9 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -80,6 +82,16 @@ func TestThreadConversation(t *testing.T) {
 	e.do("GET", "/v1/threads/chat-1/history", nil).ok(t, http.StatusOK, &h)
 	if len(h.Steps) != 6 || h.Steps[0].RunID != r2.RunID || h.Steps[0].Step != 2 || h.Steps[5].RunID != r1.RunID || h.Steps[5].Step != 0 {
 		t.Errorf("history has %d steps, want 6 newest first: %+v", len(h.Steps), h.Steps)
+	}
+	// In pages of 4: the same steps, the second page after the token.
+	var p1, p2 api.ThreadHistory
+	e.do("GET", "/v1/threads/chat-1/history?limit=4", nil).ok(t, http.StatusOK, &p1)
+	if p1.NextPageToken == "" {
+		t.Fatalf("first page of 4 of 6 steps has no next_page_token")
+	}
+	e.do("GET", "/v1/threads/chat-1/history?limit=4&page_token="+url.QueryEscape(p1.NextPageToken), nil).ok(t, http.StatusOK, &p2)
+	if paged := append(p1.Steps, p2.Steps...); len(p1.Steps) != 4 || len(p2.Steps) != 2 || p2.NextPageToken != "" || fmt.Sprint(stepNames(paged)) != fmt.Sprint(stepNames(h.Steps)) {
+		t.Errorf("history in pages of 4: %v then %v (token %q), want %v", stepNames(p1.Steps), stepNames(p2.Steps), p2.NextPageToken, stepNames(h.Steps))
 	}
 	var list api.RunList
 	e.do("GET", "/v1/threads/chat-1/runs", nil).ok(t, http.StatusOK, &list)
@@ -209,6 +221,7 @@ func TestThreadBadInput(t *testing.T) {
 		{"update of an unknown node", "POST", "/v1/threads/t/state", map[string]any{"graph": "echo", "as_node": "nope", "values": map[string]string{"text": "x"}}, 400, []string{`no node "nope"`, "upper"}},
 		{"update of an unknown channel", "POST", "/v1/threads/t/state", map[string]any{"graph": "echo", "as_node": "upper", "values": map[string]string{"nope": "x"}}, 400, []string{`"nope" is not a channel`}},
 		{"history limit", "GET", "/v1/threads/t/history?limit=0", nil, 400, []string{"limit"}},
+		{"history token", "GET", "/v1/threads/t/history?page_token=bm9wZQ", nil, 400, []string{`page token "bm9wZQ" is not one this thread's history issued`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.do(tc.method, tc.path, tc.body).problem(t, tc.status, tc.want...)
@@ -229,4 +242,12 @@ func TestThreadBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+func stepNames(steps []runs.ThreadStep) []string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, fmt.Sprintf("%s/%d", s.RunID, s.Step))
+	}
+	return out
 }

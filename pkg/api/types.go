@@ -175,11 +175,23 @@ type RunList struct {
 	NextPageToken string `json:"next_page_token,omitempty"`
 }
 
-// RunDetail is the body of GET /v1/runs/{run_id}: the run, its committed
-// steps (oldest first, step 0 being the input) and its latest state.
+// RunDetail is the body of GET /v1/runs/{run_id}: the run, its newest
+// committed steps (oldest first, step 0 being the input) and its latest
+// state.
 type RunDetail struct {
 	Run
+	// Steps are the run's newest committed steps, oldest first: at most
+	// RunViewSteps (100), or as many as ?steps= asked (1 to 500).
 	Steps []pregel.StepInfo `json:"steps"`
+	// StepCount is how many steps the run has committed (step 0, the
+	// input, to the latest); 0 before step 0 is stored.
+	StepCount int `json:"step_count"`
+	// StepsTruncated says older steps than Steps' first exist; they are
+	// listed, newest first, by GET /v1/runs/{run_id}/checkpoints?order=desc
+	// with OlderStepsPageToken as page_token (or oldest first, from step
+	// 0, by /checkpoints without a token).
+	StepsTruncated      bool   `json:"steps_truncated,omitempty"`
+	OlderStepsPageToken string `json:"older_steps_page_token,omitempty"`
 	// Values is the state after the last committed step, by channel.
 	// Values too large or too deep to embed are replaced by an Omitted
 	// marker and named in OmittedValues.
@@ -196,7 +208,8 @@ type Checkpoint struct {
 }
 
 // CheckpointList is the body of GET /v1/runs/{run_id}/checkpoints: a page
-// of the run's committed steps, oldest first.
+// of the run's committed steps, oldest first (newest first with
+// order=desc).
 type CheckpointList struct {
 	RunID       string            `json:"run_id"`
 	Checkpoints []pregel.StepInfo `json:"checkpoints"`

@@ -574,4 +574,7 @@ func TestInspectorInBrowser(t *testing.T) {
 
 	// The schedules' page.
 	checkSchedulesPage(t, b, srv)
+
+	// A long run's steps, a page at a time.
+	checkLongRunPages(t, b, srv, svc)
 }

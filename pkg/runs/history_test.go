@@ -154,6 +154,10 @@ func TestHistoryPageRefusals(t *testing.T) {
 		{"NotANumber", runs.HistoryFilter{PageToken: b64("step|x")}, "is not one this store issued"},
 		{"LeadingZero", runs.HistoryFilter{PageToken: b64("step|01")}, "is not one this store issued"},
 		{"Empty", runs.HistoryFilter{PageToken: b64("step|")}, "is not one this store issued"},
+		{"NewestFirstTokenOldestFirst", runs.HistoryFilter{PageToken: b64("before|2")}, "lists the steps newest first"},
+		{"OldestFirstTokenNewestFirst", runs.HistoryFilter{PageToken: b64("step|2"), NewestFirst: true}, "lists the steps oldest first"},
+		{"NewestFirstNegative", runs.HistoryFilter{PageToken: b64("before|-3"), NewestFirst: true}, "is not one this store issued"},
+		{"NewestFirstRunsToken", runs.HistoryFilter{PageToken: runsToken, NewestFirst: true}, "is not one this store issued"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := svc.HistoryPage(t.Context(), "h", tc.f)
@@ -165,4 +169,101 @@ func TestHistoryPageRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHistoryPageNewestFirst reads a run's history newest first: the
+// first page is the newest steps, the next ones the steps before, each
+// step once, whether the run record's step is current or lags its
+// checkpoints, from a store that pages and from one that does not.
+func TestHistoryPageNewestFirst(t *testing.T) {
+	const steps = 7
+	stores := map[string]func() pregel.Checkpointer{
+		"native": func() pregel.Checkpointer { return pregel.NewMemoryStore() },
+		"sliced": func() pregel.Checkpointer { return wholeHistory{pregel.NewMemoryStore()} },
+	}
+	for name, newStore := range stores {
+		for _, recordStep := range []int{steps - 1, 0, 2} { // current, lagging far, lagging some
+			t.Run(fmt.Sprintf("%s/record%d", name, recordStep), func(t *testing.T) {
+				svc := historyService(t, newStore(), steps)
+				ctx := t.Context()
+				r, err := svc.Runs.GetRun(ctx, "h")
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Step = recordStep
+				if _, err := svc.Runs.UpdateRun(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				for _, tc := range []struct {
+					limit int
+					sizes []int
+				}{
+					{1, []int{1, 1, 1, 1, 1, 1, 1}},
+					{3, []int{3, 3, 1}},
+					{6, []int{6, 1}},
+					{7, []int{7}},
+					{0, []int{7}},
+					{500, []int{7}},
+				} {
+					var sizes, got []int
+					tok := ""
+					for range steps + 1 {
+						page, err := svc.HistoryPage(ctx, "h", runs.HistoryFilter{Limit: tc.limit, PageToken: tok, NewestFirst: true})
+						if err != nil {
+							t.Fatalf("HistoryPage(limit %d, token %q, newest first): %v", tc.limit, tok, err)
+						}
+						sizes = append(sizes, len(page.Steps))
+						for _, s := range page.Steps {
+							got = append(got, s.Step)
+						}
+						if tok = page.NextPageToken; tok == "" {
+							break
+						}
+					}
+					if fmt.Sprint(sizes) != fmt.Sprint(tc.sizes) {
+						t.Errorf("limit %d: page sizes %v, want %v", tc.limit, sizes, tc.sizes)
+					}
+					if fmt.Sprint(got) != "[6 5 4 3 2 1 0]" {
+						t.Errorf("limit %d: steps %v, want 6 down to 0 once each", tc.limit, got)
+					}
+				}
+				page, err := svc.HistoryPage(ctx, "empty", runs.HistoryFilter{NewestFirst: true})
+				if err != nil || page.Steps == nil || len(page.Steps) != 0 || page.NextPageToken != "" {
+					t.Fatalf("newest first of a run with no step = %+v, %v; want an empty list, no token", page, err)
+				}
+				if _, err := svc.HistoryPage(ctx, "nope", runs.HistoryFilter{NewestFirst: true}); !errors.Is(err, runs.ErrNotFound) {
+					t.Fatalf("newest first of an unknown run: %v, want ErrNotFound", err)
+				}
+			})
+		}
+	}
+	t.Run("StepCommittedWhilePaging", func(t *testing.T) {
+		svc := historyService(t, pregel.NewMemoryStore(), steps)
+		ctx := t.Context()
+		page, err := svc.HistoryPage(ctx, "h", runs.HistoryFilter{Limit: 3, NewestFirst: true})
+		if err != nil || fmt.Sprint(stepsOf(page)) != "[6 5 4]" {
+			t.Fatalf("first page = %v, %v", stepsOf(page), err)
+		}
+		cp := &pregel.Checkpoint{RunID: "h", Graph: "g", Step: steps, Values: map[string]json.RawMessage{}, Versions: map[string]int{}}
+		if err := svc.Checkpoints.Commit(ctx, cp); err != nil {
+			t.Fatal(err)
+		}
+		// The older pages are unchanged; a new first page shows the step.
+		next, err := svc.HistoryPage(ctx, "h", runs.HistoryFilter{Limit: 3, NewestFirst: true, PageToken: page.NextPageToken})
+		if err != nil || fmt.Sprint(stepsOf(next)) != "[3 2 1]" {
+			t.Fatalf("second page = %v, %v; want 3 2 1", stepsOf(next), err)
+		}
+		first, err := svc.HistoryPage(ctx, "h", runs.HistoryFilter{Limit: 3, NewestFirst: true})
+		if err != nil || fmt.Sprint(stepsOf(first)) != "[7 6 5]" {
+			t.Fatalf("new first page = %v, %v; want 7 6 5", stepsOf(first), err)
+		}
+	})
+}
+
+func stepsOf(p runs.HistoryPage) []int {
+	var out []int
+	for _, s := range p.Steps {
+		out = append(out, s.Step)
+	}
+	return out
 }

@@ -281,7 +281,8 @@ func (s *Service) List(ctx context.Context, f Filter) (Page, error) {
 	return s.Runs.ListRuns(ctx, f)
 }
 
-// History lists a run's committed steps with their node statuses.
+// History lists a run's committed steps with their node statuses, all of
+// them: HistoryPage reads a long run's a page at a time.
 func (s *Service) History(ctx context.Context, id string) ([]pregel.StepInfo, error) {
 	if _, err := s.Runs.GetRun(ctx, id); err != nil {
 		return nil, err

@@ -930,38 +930,10 @@ const MaxHistory = 500
 // steps of its active or last run, then those of the run it started from
 // up to the step it started from, and so on; steps discarded by a
 // rollback are not in it. limit bounds the list (default 20, at most
-// MaxHistory).
+// MaxHistory); ThreadHistoryPage pages on from there.
 func (s *Service) ThreadHistory(ctx context.Context, id string, limit int) ([]ThreadStep, error) {
-	if limit < 0 || limit > MaxHistory {
-		return nil, fmt.Errorf("limit %d must be between 1 and %d (0 means 20): %w", limit, MaxHistory, ErrInvalid)
-	}
-	if limit == 0 {
-		limit = 20
-	}
-	t, err := s.GetThread(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	ref, err := s.current(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	out := []ThreadStep{}
-	for ref != nil && len(out) < limit {
-		r, err := s.Runs.GetRun(ctx, ref.RunID)
-		if err != nil {
-			return nil, fmt.Errorf("thread %q: run %q: %w", id, ref.RunID, err)
-		}
-		for step := ref.Step; step >= 0 && len(out) < limit; step-- {
-			cp, err := s.Checkpoints.Load(ctx, ref.RunID, step)
-			if err != nil {
-				return nil, fmt.Errorf("thread %q: load step %d of run %q: %w", id, step, ref.RunID, err)
-			}
-			out = append(out, ThreadStep{RunID: ref.RunID, Graph: cp.Graph, StepInfo: cp.Info(), Values: cp.Values})
-		}
-		ref = r.Base
-	}
-	return out, nil
+	page, err := s.ThreadHistoryPage(ctx, id, ThreadHistoryFilter{Limit: limit})
+	return page.Steps, err
 }
 
 // lineageHas reports whether step of run is in the history of the thread

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -140,25 +141,59 @@ func superseded(r api.Run) string {
 }
 
 func newRunsShowCmd(env Env, f *serverFlags) *cobra.Command {
+	var (
+		steps    int
+		allSteps bool
+	)
 	c := &cobra.Command{
 		Use:   "show RUN_ID",
 		Short: "Show a run: its record, its steps with their node statuses, its state, its events",
-		Long: `Show a run: its record, its steps with their node statuses, its state and
-its history of events (changes of status, drain, cancel and resume
-requests), and what it stores (checkpoints, segments, events and its
+		Long: `Show a run: its record, its newest steps with their node statuses, its
+state and its history of events (changes of status, drain, cancel and
+resume requests), and what it stores (checkpoints, segments, events and its
 record, in bytes). With --json, the server's answer for the run with its
-"events", "events_dropped" and "storage" added.`,
+"events", "events_dropped" and "storage" added.
+
+The server lists a run's newest 100 steps; a longer run says how many
+older steps are not shown. --steps N shows the newest N, --all-steps every
+one (read from the server a page of 500 at a time, newest first).`,
 		Args: exactArgs("RUN_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if steps < 0 {
+				return usageErr(c, fmt.Errorf("--steps %d: give a number of steps above 0", steps))
+			}
+			if allSteps && steps > 0 {
+				return usageErr(c, errors.New("give --steps N or --all-steps, not both"))
+			}
 			cl, err := f.client()
 			if err != nil {
 				return err
 			}
 			path := "/v1/runs/" + url.PathEscape(args[0])
+			var q url.Values
+			want := steps // 0: the server's default
+			if allSteps {
+				want = -1
+			}
+			if want != 0 {
+				n := maxStepsPage
+				if want > 0 {
+					n = min(want, maxStepsPage)
+				}
+				q = url.Values{"steps": {fmt.Sprint(n)}}
+			}
 			var d api.RunDetail
-			raw, err := cl.do(c.Context(), http.MethodGet, path, nil, nil, &d)
+			raw, err := cl.do(c.Context(), http.MethodGet, path, q, nil, &d)
 			if err != nil {
 				return err
+			}
+			if want != 0 && d.StepsTruncated && (want < 0 || len(d.Steps) < want) {
+				if err := olderSteps(c.Context(), cl, path, &d, want); err != nil {
+					return err
+				}
+				if raw, err = withSteps(raw, d); err != nil {
+					return failed(err)
+				}
 			}
 			var evs api.EventList
 			if _, err := cl.do(c.Context(), http.MethodGet, path+"/events", nil, nil, &evs); err != nil {
@@ -177,7 +212,60 @@ record, in bytes). With --json, the server's answer for the run with its
 			return writeRunDetail(env.Stdout, progName(env), d, evs, st)
 		},
 	}
+	c.Flags().IntVar(&steps, "steps", 0, "show the newest N steps (server default 100)")
+	c.Flags().BoolVar(&allSteps, "all-steps", false, "show every step of the run")
 	return c
+}
+
+// maxStepsPage is the most steps one answer of the server lists.
+const maxStepsPage = 500
+
+// olderSteps puts the run's steps before d.Steps in front of them, read
+// newest first from /checkpoints with the view's token, until d holds
+// want steps (want < 0: all of them).
+func olderSteps(ctx context.Context, cl *client, path string, d *api.RunDetail, want int) error {
+	tok := d.OlderStepsPageToken
+	for tok != "" && (want < 0 || len(d.Steps) < want) {
+		n := maxStepsPage
+		if want > 0 {
+			n = min(n, want-len(d.Steps))
+		}
+		var page api.CheckpointList
+		q := url.Values{"order": {"desc"}, "limit": {fmt.Sprint(n)}, "page_token": {tok}}
+		if _, err := cl.do(ctx, http.MethodGet, path+"/checkpoints", q, nil, &page); err != nil {
+			return err
+		}
+		older := page.Checkpoints
+		slices.Reverse(older)
+		d.Steps = append(older, d.Steps...)
+		tok = page.NextPageToken
+	}
+	d.OlderStepsPageToken = tok
+	d.StepsTruncated = tok != ""
+	return nil
+}
+
+// withSteps sets the steps of the server's answer for a run to d's (and
+// whether older ones remain).
+func withSteps(detail []byte, d api.RunDetail) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(detail, &obj); err != nil {
+		return nil, fmt.Errorf("the server's answer for the run is not a JSON object: %w", err)
+	}
+	set := func(k string, v any, keep bool) error {
+		if !keep {
+			delete(obj, k)
+			return nil
+		}
+		raw, err := json.Marshal(v)
+		obj[k] = raw
+		return err
+	}
+	if err := errors.Join(set("steps", d.Steps, true), set("steps_truncated", true, d.StepsTruncated),
+		set("older_steps_page_token", d.OlderStepsPageToken, d.OlderStepsPageToken != "")); err != nil {
+		return nil, fmt.Errorf("encode steps: %w", err)
+	}
+	return json.Marshal(obj)
 }
 
 // withEvents adds a run's events to the JSON object the server answered
@@ -252,6 +340,10 @@ func writeRunDetail(w io.Writer, prog string, d api.RunDetail, evs api.EventList
 	fmt.Fprintln(w)
 	if err := writeNodeTable(w, taskRows(d.Steps, nil)); err != nil {
 		return err
+	}
+	if d.StepsTruncated && len(d.Steps) > 0 {
+		older := d.Steps[0].Step
+		fmt.Fprintf(w, "(%d older step%s not shown, of %d: %s runs show %s --steps N or --all-steps)\n", older, plural(older, "", "s"), d.StepCount, prog, d.RunID)
 	}
 	if err := writeUsage(w, d.Usage); err != nil {
 		return err

@@ -231,18 +231,23 @@ in bytes). With --json, the thread's record with its "state" and
 }
 
 func newThreadsHistoryCmd(env Env, f *serverFlags) *cobra.Command {
-	var limit int
+	var (
+		limit     int
+		pageToken string
+	)
 	c := &cobra.Command{
-		Use:   "history THREAD_ID [--limit N]",
+		Use:   "history THREAD_ID [--limit N] [--page-token T]",
 		Short: "List a thread's committed steps, newest first",
 		Long: `List every committed step of the thread's runs, newest first: the run, the
 step, its graph and its nodes' statuses (steps a rollback discarded are
 not in it). A run and step of it name a point to fork from. With --json,
-each step with its state.`,
+each step with its state. A page holds the newest steps (20 unless
+--limit); the command then says how to list the steps before them
+(--page-token).`,
 		Args: exactArgs("THREAD_ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			var h api.ThreadHistory
-			raw, err := f.call(c.Context(), http.MethodGet, threadPath(args[0], "history"), listQuery(limit), nil, &h)
+			raw, err := f.call(c.Context(), http.MethodGet, threadPath(args[0], "history"), listQuery(limit, "page_token", pageToken), nil, &h)
 			if err != nil {
 				return err
 			}
@@ -261,10 +266,15 @@ each step with its state.`,
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", s.RunID, s.Step, s.Graph, oneLine(strings.Join(nodes, " "), 60), orDash(oneLine(strings.Join(s.Changed, ","), 40)))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			morePages(env, "steps (older)", h.NextPageToken)
+			return nil
 		},
 	}
 	c.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("at most this many steps (server default 20, at most %d)", runs.MaxHistory))
+	c.Flags().StringVar(&pageToken, "page-token", "", "list the steps before a previous listing's")
 	return c
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -139,6 +140,15 @@ func TestThreadsCommands(t *testing.T) {
 	r = h.run("threads", "history", "chat-1", "--limit", "3").want(t, ExitOK)
 	if !regexpMatch(`(?m)^RUN ID\s+STEP\s+GRAPH\s+NODES`, r.stdout) || !regexpMatch(`(?m)^`+second+`\s+\d+\s+assistant\s+model:completed`, r.stdout) || strings.Count(r.stdout, "\n") != 4 {
 		t.Errorf("threads history --limit 3:\n%s", r.stdout)
+	}
+	// The steps before: the token the command gave, on stderr.
+	tok := regexp.MustCompile(`more steps \(older\): add --page-token (\S+)`).FindStringSubmatch(r.stderr)
+	if tok == nil {
+		t.Fatalf("threads history --limit 3 does not say how to list the older steps:\n%s", r.stderr)
+	}
+	older := h.run("threads", "history", "chat-1", "--limit", "3", "--page-token", tok[1]).want(t, ExitOK)
+	if strings.Count(older.stdout, "\n") < 2 || older.stdout == r.stdout {
+		t.Errorf("threads history --page-token: the steps before:\n%s", older.stdout)
 	}
 	var hist struct {
 		Steps []struct {

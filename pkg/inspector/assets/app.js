@@ -858,6 +858,9 @@
       controlsKey: '',
       shownKey: '',
       checkpoints: new Map(), // committed steps never change
+      window: [], // the newest steps, as the run's view lists them
+      older: [], // older steps loaded from /checkpoints, oldest first
+      olderToken: null, // the token of the next older page, once one is loaded
       output: new Map(), // task id -> the text it streamed
       lastEventId: 0, // of the last stream event handled
     };
@@ -865,7 +868,44 @@
     let loaded = false;
 
     const latestStep = () => (st.run.steps.length ? st.run.steps[st.run.steps.length - 1].step : 0);
-    const shownStep = () => (st.step === null ? latestStep() : Math.min(st.step, latestStep()));
+    const oldestStep = () => (st.run.steps.length ? st.run.steps[0].step : 0);
+    const shownStep = () => (st.step === null ? latestStep() : Math.max(oldestStep(), Math.min(st.step, latestStep())));
+
+    // The run's view lists its newest steps; older ones are loaded a page
+    // at a time (newest first) from /checkpoints?order=desc. st.run.steps
+    // is the loaded older steps, then the view's, oldest first.
+    const mergeSteps = () => {
+      const win = st.window;
+      const first = win.length ? win[0].step : Infinity;
+      let older = st.older.filter((s) => s.step < first);
+      if (older.length && win.length && older[older.length - 1].step + 1 < first) {
+        // The run went on past the loaded steps: start again from its view.
+        st.older = older = [];
+        st.olderToken = null;
+      }
+      st.run.steps = older.concat(win);
+      st.run.older_token = st.older.length ? st.olderToken : st.run.older_steps_page_token || null;
+    };
+
+    const loadOlder = async () => {
+      const tok = st.run.older_token;
+      if (!tok || st.loadingOlder) return;
+      st.loadingOlder = true;
+      try {
+        const list = await api('GET', '/v1/runs/' + enc(id) + '/checkpoints?order=desc&limit=100&page_token=' + encodeURIComponent(tok));
+        if (my !== page) return;
+        const got = list.checkpoints.slice().reverse();
+        const first = st.run.steps.length ? st.run.steps[0].step : Infinity;
+        st.older = got.filter((s) => s.step < first).concat(st.older);
+        st.olderToken = list.next_page_token || null;
+        mergeSteps();
+        render();
+      } catch (e) {
+        showError('Loading older steps failed: ' + e.message);
+      } finally {
+        st.loadingOlder = false;
+      }
+    };
 
     const checkpoint = async (n) => {
       if (!st.checkpoints.has(n)) st.checkpoints.set(n, await api('GET', '/v1/runs/' + enc(id) + '/checkpoints/' + n));
@@ -939,10 +979,10 @@
     const renderStepper = () => {
       const last = latestStep();
       const cur = shownStep();
-      const range = h('input', { type: 'range', id: 'step-range', min: 0, max: last, value: cur, 'aria-label': 'step',
+      const range = h('input', { type: 'range', id: 'step-range', min: oldestStep(), max: last, value: cur, 'aria-label': 'step',
         onchange: (ev) => selectStep(Number(ev.target.value)) });
       put(ui.stepper,
-        h('button', { type: 'button', class: 'secondary', id: 'step-prev', disabled: cur <= 0, text: '◀', onclick: () => selectStep(cur - 1) }),
+        h('button', { type: 'button', class: 'secondary', id: 'step-prev', disabled: cur <= oldestStep(), text: '◀', onclick: () => selectStep(cur - 1) }),
         range,
         h('button', { type: 'button', class: 'secondary', id: 'step-next', disabled: cur >= last, text: '▶', onclick: () => selectStep(cur + 1) }),
         h('span', { id: 'step-label' }, 'step ' + cur + ' of ' + last, st.step === null && !isFinal(st.run.status) ? ' (following)' : ''));
@@ -987,7 +1027,13 @@
             h('td', {}), h('td', {}), h('td', {})));
         }
       }
-      put(ui.timeline,
+      // A long run's older steps: how many are not loaded, and a button
+      // to load the page before the oldest shown.
+      const notLoaded = r.steps.length ? r.steps[0].step : 0;
+      const more = r.older_token && notLoaded > 0 ? h('p', { id: 'older-steps', class: 'muted' },
+        notLoaded + ' older step' + (notLoaded === 1 ? '' : 's') + ' of ' + r.step_count + ' not loaded. ',
+        h('button', { type: 'button', class: 'secondary', id: 'load-older', text: 'Load ' + Math.min(100, notLoaded) + ' older', onclick: loadOlder })) : null;
+      put(ui.timeline, more,
         h('table', {}, h('tr', {}, ['step', 'tasks (status, attempts, time, reason)', 'took', 'changed', 'next'].map((t) => h('th', { text: t }))), rows));
     };
 
@@ -1095,11 +1141,13 @@
               h('div', { class: 'panel' }, h('h2', { text: 'State' }), ui.state),
               h('div', { class: 'panel' }, h('h2', { text: 'Events' }), ui.events))));
       }
-      const changed = !st.run || st.run.updated_at !== run.updated_at || st.run.steps.length !== run.steps.length || !st.events || st.events.events.length !== events.events.length;
+      const changed = !st.run || st.run.updated_at !== run.updated_at || st.run.step_count !== run.step_count || !st.events || st.events.events.length !== events.events.length;
       // What the run stores: read again when its status changes (a read
       // of all its rows, not paid on every poll).
       if (!st.run || st.run.status !== run.status) st.storage = await storageOf('/v1/runs/' + enc(id));
       st.run = run;
+      st.window = run.steps;
+      mergeSteps();
       st.events = events;
       if (changed) render();
       return !isFinal(run.status);

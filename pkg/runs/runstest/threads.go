@@ -755,6 +755,17 @@ func testHistoryForkUpdate(t *testing.T, e *tenv) {
 	if h, err := e.svc.ThreadHistory(ctx, th, 2); err != nil || len(h) != 2 {
 		t.Errorf("history with limit 2: %d steps, %v", len(h), err)
 	}
+	// Paged, the history is the same steps, each once, across the runs.
+	for _, limit := range []int{1, 2, 3, len(want) - 1, len(want)} {
+		if got := threadHistoryPaged(t, e, th, limit); !slices.Equal(got, want) {
+			t.Errorf("history in pages of %d = %v, want %v", limit, got, want)
+		}
+	}
+	if first, err := e.svc.ThreadHistoryPage(ctx, th, runs.ThreadHistoryFilter{Limit: 1}); err != nil || first.NextPageToken == "" {
+		t.Errorf("first page of 1: %+v, %v; want a token", first, err)
+	} else if _, err := e.svc.ThreadHistoryPage(ctx, th+"-other", runs.ThreadHistoryFilter{PageToken: first.NextPageToken}); !errors.Is(err, runs.ErrInvalid) {
+		t.Errorf("a token of thread %s on another thread: %v, want ErrInvalid", th, err)
+	}
 
 	// Fork at the end of the first run, and take the conversation
 	// elsewhere: the same as a fresh thread that said the same.
@@ -764,6 +775,19 @@ func testHistoryForkUpdate(t *testing.T, e *tenv) {
 		t.Fatal(err)
 	}
 	e.mustRun(t, fork.ID, "other")
+	// The fork's history goes on into the source's run from the step it
+	// forked at, in pages as whole.
+	if whole, err := e.svc.ThreadHistory(ctx, fork.ID, runs.MaxHistory); err != nil {
+		t.Fatal(err)
+	} else {
+		var want []string
+		for _, s := range whole {
+			want = append(want, fmt.Sprintf("%s/%d", s.RunID, s.Step))
+		}
+		if got := threadHistoryPaged(t, e, fork.ID, 2); !slices.Equal(got, want) || !slices.Contains(got, fmt.Sprintf("%s/%d", r1.ID, step)) {
+			t.Errorf("the fork's history in pages of 2 = %v, want %v, through step %d of %s", got, want, step, r1.ID)
+		}
+	}
 	fresh := e.thread(t) + "-fresh"
 	if _, _, err := e.svc.CreateThread(ctx, runs.CreateThreadRequest{ThreadID: fresh}); err != nil {
 		t.Fatal(err)
@@ -1127,4 +1151,29 @@ func testCancelCutShort(t *testing.T, e *tenv, cut *cutRuns) {
 	if got, want := e.messages(t, th), []string{"block", "re:block", "done", "last", "re:last", "done"}; !slices.Equal(got, want) {
 		t.Errorf("thread after the cut cancel: %v, want %v", got, want)
 	}
+}
+
+// threadHistoryPaged reads a thread's whole history in pages of limit,
+// as run/step names.
+func threadHistoryPaged(t *testing.T, e *tenv, th string, limit int) []string {
+	t.Helper()
+	var got []string
+	f := runs.ThreadHistoryFilter{Limit: limit}
+	for range 1000 {
+		page, err := e.svc.ThreadHistoryPage(t.Context(), th, f)
+		if err != nil {
+			t.Fatalf("history page of %d (token %q): %v", limit, f.PageToken, err)
+		}
+		if len(page.Steps) > limit || (page.NextPageToken != "" && len(page.Steps) != limit) {
+			t.Fatalf("history page of %d: %d steps, token %q", limit, len(page.Steps), page.NextPageToken)
+		}
+		for _, s := range page.Steps {
+			got = append(got, fmt.Sprintf("%s/%d", s.RunID, s.Step))
+		}
+		if f.PageToken = page.NextPageToken; f.PageToken == "" {
+			return got
+		}
+	}
+	t.Fatalf("history pages of %d never end", limit)
+	return nil
 }
