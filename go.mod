@@ -8,6 +8,8 @@ require (
 	modernc.org/sqlite v1.61.1
 )
 
+require github.com/aws/aws-sdk-go-v2/service/lambda v1.114.3 // indirect
+
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

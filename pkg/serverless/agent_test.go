@@ -114,11 +114,15 @@ func (st *shippingTools) awaitRecorded(ctx context.Context, runID string, step, 
 func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		remote bool
+		name           string
+		remote, invoke bool
 	}{
-		{"inline", false},
-		{"remote", true},
+		{"inline", false, false},
+		{"remote", true, false},
+		// The node tasks start by asynchronous invocations: the dead
+		// invocation is retried by Lambda, finds the task leased,
+		// hands it to the node-task queue, whose redelivery runs it.
+		{"remote-invoke", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,14 +137,15 @@ func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 				}}, StopReason: agent.StopToolUse, Usage: turn},
 				agent.Response{Message: agent.AssistantText("All three have shipped."), StopReason: agent.StopEndTurn, Usage: turn},
 			)
-			name := "agent-" + tc.name
+			name := "agent-" + strings.TrimSuffix(tc.name, "-invoke")
 			g, err := agent.New(agent.Config{Name: name, Model: model, Tools: []agent.Tool{tools.tool(t)}, RemoteTools: tc.remote})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A short visibility timeout brings the dead invocation's
 			// message back soon; the task lease is half of it.
-			s := newStack(t, stackOptions{visibility: 4 * time.Second, graphs: []*pregel.Graph{g}, wrapTick: killable, wrapNode: killable})
+			s := newStack(t, stackOptions{visibility: 4 * time.Second, graphs: []*pregel.Graph{g}, wrapTick: killable, wrapNode: killable,
+				invoke: tc.invoke, wrapInvoke: killableInvoke})
 			tools.s = s
 
 			body, _ := json.Marshal(map[string]any{"run_id": "orders", "input": "Where are my orders A-1, B-2 and C-3?"})
