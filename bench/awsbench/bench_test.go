@@ -224,7 +224,7 @@ func BenchmarkAWSRemoteChained(b *testing.B) { benchScenario(b, remoteChained) }
 // invocations in order, as it delivers messages) instead of three SQS
 // requests.
 func BenchmarkAWSRemoteInvoke(b *testing.B) { benchScenario(b, remoteInvoke) }
-func BenchmarkAWSLargeState(b *testing.B)    { benchScenario(b, large) }
+func BenchmarkAWSLargeState(b *testing.B)   { benchScenario(b, large) }
 
 // BenchmarkAWSInlineEvents and BenchmarkAWSRemoteEvents are the inline
 // and remote loops with RUN_EVENTS=on, every run's events kept (as for a
