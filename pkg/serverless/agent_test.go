@@ -16,6 +16,7 @@ import (
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/serverless"
 )
 
 // killKey holds, in the context of a handler invocation, the function
@@ -144,8 +145,16 @@ func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 			}
 			// A short visibility timeout brings the dead invocation's
 			// message back soon; the task lease is half of it.
-			s := newStack(t, stackOptions{visibility: 4 * time.Second, graphs: []*pregel.Graph{g}, wrapTick: killable, wrapNode: killable,
-				invoke: tc.invoke, wrapInvoke: killableInvoke})
+			o := stackOptions{visibility: 4 * time.Second, graphs: []*pregel.Graph{g}, wrapTick: killable, wrapNode: killable,
+				invoke: tc.invoke, wrapInvoke: killableInvoke}
+			if tc.invoke {
+				// Lambda's retries (200 ms apart here, minutes in AWS)
+				// come while the dead invocation's lease still runs (15
+				// minutes in AWS): a lease longer than the test's
+				// timings, so that they find it held.
+				o.config = func(c *serverless.Config) { c.Lease = 8 * time.Second }
+			}
+			s := newStack(t, o)
 			tools.s = s
 
 			body, _ := json.Marshal(map[string]any{"run_id": "orders", "input": "Where are my orders A-1, B-2 and C-3?"})
@@ -162,6 +171,15 @@ func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 			}
 
 			r := s.waitStatus("orders", pregel.RunCompleted)
+			if tc.invoke {
+				// The dead invocation was retried by Lambda; the retry
+				// found the lease held and handed the task to the
+				// node-task queue; nothing reached the dead letters.
+				st := s.lambda.Stats()
+				if st.Retried == 0 || st.Failed != 0 || !strings.Contains(s.logs.String(), "handed to the node-task queue") {
+					t.Errorf("Lambda stand-in %+v: want the dead invocation retried, its task handed to the node-task queue, nothing given up", st)
+				}
+			}
 			if !tools.killed.Load() {
 				t.Fatal("the invocation running C-3 was never killed")
 			}
