@@ -43,7 +43,10 @@ type awsCall struct {
 // production's.
 type callRecorder struct {
 	proxy *httputil.ReverseProxy
-	known map[string]bool // access key ids recorded
+	// lambda, when set, serves the Lambda requests (moto runs no
+	// function: a lambdatest stand-in does).
+	lambda http.Handler
+	known  map[string]bool // access key ids recorded
 
 	mu    sync.Mutex
 	calls map[awsCall]int
@@ -86,6 +89,10 @@ func (r *callRecorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		r.mu.Unlock()
 	}
+	if m := credential.FindStringSubmatch(req.Header.Get("Authorization")); m != nil && m[2] == "lambda" && r.lambda != nil {
+		r.lambda.ServeHTTP(w, req)
+		return
+	}
 	r.proxy.ServeHTTP(w, req)
 }
 
@@ -121,6 +128,21 @@ func parseCall(fn, service string, req *http.Request, body []byte) ([]awsCall, e
 		var s string
 		_ = json.Unmarshal(in[k], &s)
 		return s
+	}
+	if service == "lambda" { // REST JSON: Invoke is the only call made
+		const prefix, suffix = "/2015-03-31/functions/", "/invocations"
+		p := req.URL.EscapedPath()
+		if req.Method != http.MethodPost || !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {
+			return nil, fmt.Errorf("lambda %s %s: not Invoke", req.Method, p)
+		}
+		target, err := url.PathUnescape(strings.TrimSuffix(strings.TrimPrefix(p, prefix), suffix))
+		if err != nil || !strings.HasPrefix(target, "arn:") {
+			return nil, fmt.Errorf("lambda Invoke of %q: the functions invoke by ARN", target)
+		}
+		if q := req.URL.Query().Get("Qualifier"); q != "" {
+			target += ":" + q
+		}
+		return []awsCall{{fn, "lambda:InvokeFunction", target}}, nil
 	}
 	if service == "scheduler" { // REST JSON: the operation is the method and path
 		if len(body) > 0 {

@@ -79,7 +79,17 @@ func newDeployment(t *testing.T, tp template, prefix, endpoint string) *deployme
 	for _, r := range tp.resources("AWS::IAM::ManagedPolicy") {
 		d.refs[r.ID] = "arn:aws:iam::" + testAccount + ":policy/" + prefix + "-" + r.ID
 	}
+	// !Ref X.Alias: the alias SAM makes for AutoPublishAlias (live).
+	for _, r := range tp.resources("AWS::Serverless::Function") {
+		d.refs[r.ID+".Alias"] = FunctionAliasARN(prefix, r.ID)
+	}
 	return d
+}
+
+// FunctionAliasARN is the ARN of function fn's alias live in the test
+// deployment with prefix (the function named <prefix>-<fn>).
+func FunctionAliasARN(prefix, fn string) string {
+	return fmt.Sprintf("arn:aws:lambda:%s:%s:function:%s-%s:live", testRegion, testAccount, prefix, fn)
 }
 
 // noValue is what AWS::NoValue expands to: the entry is dropped.
@@ -229,6 +239,18 @@ func grantsOfRole(t *testing.T, tp template, d *deployment, roleID string) []gra
 		}
 		if _, none := x.(noValue); !none {
 			t.Fatalf("%s: managed policy %v is attached in the default deployment; this check cannot read it", roleID, x)
+		}
+	}
+	// Policies of their own that attach themselves to the role (Roles),
+	// when their condition holds.
+	for _, r := range tp.resources("AWS::IAM::Policy") {
+		if cond, ok := asMap(asMap(tp["Resources"])[r.ID])["Condition"].(string); ok && !d.conditions[cond] {
+			continue
+		}
+		for _, role := range asList(r.Properties["Roles"]) {
+			if id, _, ok := refTarget(role); ok && id == roleID {
+				docs = append(docs, doc{fmt.Sprintf("%s/%v", roleID, r.Properties["PolicyName"]), r.Properties["PolicyDocument"]})
+			}
 		}
 	}
 	var out []grant

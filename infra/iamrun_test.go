@@ -74,6 +74,7 @@ var roleExceptions = map[[3]string]string{
 	{"SweepFunction", "ReadTableStream", "*"}:               "the DynamoDB stream event source mapping reads the stream with the role; the handler gets its records",
 	{"SweepFunction", "FailedBatches", "*"}:                 "the stream event source mapping sends a failed batch's description to its on-failure destination with the role",
 	{"ApiFunction", "FailedStartRunEvents", "*"}:            "Lambda sends a failed asynchronous (EventBridge) invocation to the on-failure destination with the role",
+	{"NodeFunction", "FailedTaskInvocations", "*"}:          "Lambda sends a node task's asynchronous invocation (NodeDispatch invoke) it gave up on to the on-failure destination with the role; TestPermissionsInvokeDispatch checks it",
 	{"SchedulerRole", "FailedFirings", "*"}:                 "EventBridge Scheduler sends a firing it could not deliver after its retries to the dead-letter queue with the role; no code of ours does",
 }
 

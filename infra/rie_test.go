@@ -54,6 +54,10 @@ func TestBootstrapsUnderRuntimeEmulator(t *testing.T) {
 		{"sqs-start-run.json", "api", wantNoFailures},
 		{"sqs-tick.json", "tick", wantNoFailures},
 		{"sqs-node.json", "node", wantBatchResponse},
+		// NODE_DISPATCH=invoke's event: a node task as the payload of an
+		// asynchronous invocation. Its run does not exist: a late
+		// duplicate, a no-op that succeeds (null).
+		{"lambda-node-task.json", "node", wantNull},
 		{"dynamodb-run-expired.json", "sweep", wantNoFailures},
 		// The run is not going on (nothing polls the tick queue): the
 		// stream ends before the function's timeout, cleanly.

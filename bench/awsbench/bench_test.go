@@ -22,12 +22,14 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/superstep/superstep/bench/awsbench"
 	"github.com/superstep/superstep/internal/awsmeter"
+	"github.com/superstep/superstep/internal/lambdatest"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/testkit"
 	"github.com/superstep/superstep/pkg/pregel"
@@ -159,6 +161,9 @@ type scenario struct {
 	// events is the deployment's RUN_EVENTS ("": the default, watched
 	// runs only; these runs are not watched).
 	events serverless.EventsMode
+	// invoke is NODE_DISPATCH=invoke: node tasks start by asynchronous
+	// invocations of the node function, not messages on the node queue.
+	invoke bool
 }
 
 // inlineTarget is the cost target for inline nodes, in dollars per million
@@ -194,6 +199,7 @@ var (
 	inlineChain20 = scenario{graph: inlineGraph, steps: 20, target: chainedLongTarget, chain: chainLongSteps}
 	remote        = scenario{graph: remoteGraph, steps: 20, target: remoteTarget}
 	remoteChained = scenario{graph: remoteGraph, steps: 20, target: remoteTarget, chain: chainLongSteps}
+	remoteInvoke  = scenario{graph: remoteGraph, steps: 20, target: remoteTarget, invoke: true}
 	large         = scenario{graph: largeGraph, steps: 10}
 	inlineEvents  = scenario{graph: inlineGraph, steps: 20, events: serverless.EventsOn}
 	remoteEvents  = scenario{graph: remoteGraph, steps: 20, events: serverless.EventsOn}
@@ -211,7 +217,14 @@ func BenchmarkAWSRemote(b *testing.B)          { benchScenario(b, remote) }
 // TICK_CHAIN_STEPS=20: the node function that commits a step of the loop
 // runs the next one (one remote task) in the same invocation.
 func BenchmarkAWSRemoteChained(b *testing.B) { benchScenario(b, remoteChained) }
-func BenchmarkAWSLargeState(b *testing.B)    { benchScenario(b, large) }
+
+// BenchmarkAWSRemoteInvoke is BenchmarkAWSRemote with NODE_DISPATCH=invoke:
+// each node task is one asynchronous Invoke of the node function (through
+// the real lambda client to a lambdatest stand-in; the harness runs the
+// invocations in order, as it delivers messages) instead of three SQS
+// requests.
+func BenchmarkAWSRemoteInvoke(b *testing.B) { benchScenario(b, remoteInvoke) }
+func BenchmarkAWSLargeState(b *testing.B)   { benchScenario(b, large) }
 
 // BenchmarkAWSInlineEvents and BenchmarkAWSRemoteEvents are the inline
 // and remote loops with RUN_EVENTS=on, every run's events kept (as for a
@@ -243,6 +256,7 @@ func benchRuns(b *testing.B, sc scenario, warm bool) {
 	d := deploy(b, warm)
 	d.cfg.Chain = tick.Chain{Steps: sc.chain}
 	d.cfg.Events = sc.events
+	d.dispatch(sc.invoke)
 	var short, long tally
 	n := 0
 	for b.Loop() {
@@ -300,14 +314,21 @@ func testScenarios(t *testing.T, warm bool) {
 		// task's lease and the commit, two PutItems, no read, message or
 		// invocation.
 		{remoteChained, 0, 0, 0, remoteTarget, 2, 0, 2},
+		// The node task is an asynchronous invocation: no SQS at all;
+		// the lease, the commit and the read of the node handler.
+		{remoteInvoke, 1, 0, 0, remoteTarget, 3, 1, 2},
 		{large, 1, 1, 0, 0, 0, 0, 0},
 	} {
 		name := tc.sc.graph
 		if tc.sc.chain > 0 {
 			name += fmt.Sprintf("-chained%d", tc.sc.chain)
 		}
+		if tc.sc.invoke {
+			name += "-invoke"
+		}
 		t.Run(name, func(t *testing.T) {
 			d.cfg.Chain = tick.Chain{Steps: tc.sc.chain}
+			d.dispatch(tc.sc.invoke)
 			clear(d.apps)
 			const steps = 2
 			short := d.run(t, tc.sc.graph, "short", 1)
@@ -323,8 +344,15 @@ func testScenarios(t *testing.T, warm bool) {
 			if got := m["q.std.SendMessage"]; got != tc.stdSends {
 				t.Errorf("%v node-task messages per superstep, want %v", got, tc.stdSends)
 			}
-			if rec, del := m.sum("esm.ReceiveMessage"), m.sum("esm.DeleteMessage"); rec != tc.invocations || del != tc.invocations {
-				t.Errorf("event source mapping: %v receives and %v deletes per superstep, want %v each", rec, del, tc.invocations)
+			wantESM := tc.invocations
+			if tc.sc.invoke {
+				wantESM = 0
+				if got := m["lambda.req.Invoke"]; got != tc.invocations {
+					t.Errorf("%v Invoke requests per superstep, want %v", got, tc.invocations)
+				}
+			}
+			if rec, del := m.sum("esm.ReceiveMessage"), m.sum("esm.DeleteMessage"); rec != wantESM || del != wantESM {
+				t.Errorf("event source mapping: %v receives and %v deletes per superstep, want %v each", rec, del, wantESM)
 			}
 			if m.sum("wru.") <= 0 || r.usd(0) <= 0 || tc.ddbRequests == 0 && m.sum("rru.") <= 0 {
 				t.Errorf("no request units or cost counted: %v", m)
@@ -379,6 +407,22 @@ type deployment struct {
 	// Handler invocations and their durations, by function.
 	invocations map[string]float64
 	durations   map[string]time.Duration
+	// lambda accepts the node function's asynchronous invocations
+	// (NODE_DISPATCH=invoke); the harness runs them itself, in the order
+	// sent (queueMeter), as it delivers messages.
+	lambda *lambdatest.Server
+}
+
+// benchNodeFunction is the node function's name on the Lambda stand-in.
+const benchNodeFunction = "bench-node"
+
+// dispatch sets the deployment's NODE_DISPATCH: invoke or sqs.
+func (d *deployment) dispatch(invoke bool) {
+	d.cfg.NodeDispatch, d.cfg.NodeFunction = serverless.DispatchSQS, ""
+	if invoke {
+		d.cfg.NodeDispatch, d.cfg.NodeFunction = serverless.DispatchInvoke, lambdatest.ARN(benchNodeFunction)+":live"
+	}
+	clear(d.apps)
 }
 
 func deploy(tb testing.TB, warm bool) *deployment {
@@ -413,6 +457,9 @@ func deployVisible(tb testing.TB, warm bool, visibility time.Duration) *deployme
 		invocations: map[string]float64{},
 		durations:   map[string]time.Duration{},
 	}
+	d.lambda = lambdatest.Start(tb, map[string]*lambdatest.Function{benchNodeFunction: {
+		Handler: func(context.Context, []byte) error { return nil },
+	}}, lambdatest.Faults{})
 	d.awsCfg, d.plainCfg = srv.Config.Copy(), srv.Config.Copy()
 	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, d.appMeter.Install, d.capacity.Install, d.queues.Install)
 	d.logger = slog.New(slog.NewJSONHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -445,7 +492,7 @@ func (d *deployment) app(tb testing.TB, fn string) *serverless.App {
 	if a, ok := d.apps[fn]; ok {
 		return a
 	}
-	a, err := serverless.New(serverless.Options{Config: d.cfg, AWS: d.awsCfg, Graphs: d.graphs, Logger: d.logger})
+	a, err := serverless.New(serverless.Options{Config: d.cfg, AWS: d.awsCfg, Graphs: d.graphs, Logger: d.logger, LambdaEndpoint: d.lambda.URL})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -511,6 +558,17 @@ func (d *deployment) deliver(tb testing.TB, url string) { tb.Helper(); d.deliver
 func (d *deployment) deliverN(tb testing.TB, url string, times int) {
 	tb.Helper()
 	ctx := tb.Context()
+	if payload, ok := strings.CutPrefix(url, invokePrefix); ok {
+		// An asynchronous invocation of the node function.
+		app := d.app(tb, "node")
+		for range times {
+			d.invoke(tb, "node", func() error {
+				_, err := app.HandleNodeEvent(ctx, json.RawMessage(payload))
+				return err
+			})
+		}
+		return
+	}
 	out, err := d.esm.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(url),
 		MaxNumberOfMessages:         1,
@@ -593,8 +651,11 @@ func (d *deployment) snapshot() tally {
 	t := tally{}
 	for name, op := range d.appMeter.Snapshot().Ops {
 		svc := "ddb"
-		if sqsOps[name] {
+		switch {
+		case sqsOps[name]:
 			svc = "sqs"
+		case name == "Invoke":
+			svc = "lambda"
 		}
 		t[svc+".req."+name] += float64(op.Requests)
 		t[svc+".reqB."+name] += float64(op.RequestBytes)
@@ -659,6 +720,15 @@ func (q *queueMeter) handle(ctx context.Context, in middleware.InitializeInput, 
 		op, url = "ReceiveMessage", aws.ToString(p.QueueUrl)
 	case *sqs.DeleteMessageInput:
 		op, url = "DeleteMessage", aws.ToString(p.QueueUrl)
+	case *lambda.InvokeInput:
+		// An asynchronous invocation: delivered in turn like a message.
+		out, md, err := next.HandleInitialize(ctx, in)
+		if err == nil {
+			q.mu.Lock()
+			q.sent = append(q.sent, invokePrefix+string(p.Payload))
+			q.mu.Unlock()
+		}
+		return out, md, err
 	default:
 		return next.HandleInitialize(ctx, in)
 	}
@@ -690,7 +760,12 @@ func (q *queueMeter) handle(ctx context.Context, in middleware.InitializeInput, 
 	return out, md, err
 }
 
-// next pops the queue of the oldest message sent and not yet delivered.
+// invokePrefix marks, in queueMeter's sent list, an asynchronous invocation
+// of the node function: the prefix, then its payload.
+const invokePrefix = "invoke:"
+
+// next pops the queue of the oldest message sent and not yet delivered
+// (or the invocation, invokePrefix and its payload).
 func (q *queueMeter) next() (string, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -890,6 +965,9 @@ func (r report) String(name string) string {
 			}
 			fmt.Fprintf(&w, "  %-28s %8.2f %10.0f %9s %9s %12.4f\n", "SQS "+kind+" "+op, m["q."+kind+"."+op], m["qB."+kind+"."+op], "", "", awsbench.PerMillion(c))
 		}
+	}
+	if n := m["lambda.req.Invoke"]; n != 0 {
+		fmt.Fprintf(&w, "  %-28s %8.2f %10.0f %9s %9s %12s\n", "Lambda Invoke (Event)", n, m["lambda.reqB.Invoke"], "", "", "the invocation")
 	}
 	for _, fn := range m.ops("inv.") {
 		n := m["inv."+fn]

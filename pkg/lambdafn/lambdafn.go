@@ -200,7 +200,7 @@ func Handler(app *serverless.App, name string) (any, error) {
 	case serverless.FunctionTick:
 		return app.HandleTick, nil
 	case serverless.FunctionNode:
-		return app.HandleNode, nil
+		return app.HandleNodeEvent, nil
 	case serverless.FunctionSweep:
 		return app.HandleStream, nil
 	case serverless.FunctionStream:

@@ -16,6 +16,7 @@ import (
 	"github.com/superstep/superstep/pkg/agent"
 	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/pregel"
+	"github.com/superstep/superstep/pkg/serverless"
 )
 
 // killKey holds, in the context of a handler invocation, the function
@@ -114,11 +115,15 @@ func (st *shippingTools) awaitRecorded(ctx context.Context, runID string, step, 
 func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		remote bool
+		name           string
+		remote, invoke bool
 	}{
-		{"inline", false},
-		{"remote", true},
+		{"inline", false, false},
+		{"remote", true, false},
+		// The node tasks start by asynchronous invocations: the dead
+		// invocation is retried by Lambda, finds the task leased,
+		// hands it to the node-task queue, whose redelivery runs it.
+		{"remote-invoke", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,14 +138,23 @@ func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 				}}, StopReason: agent.StopToolUse, Usage: turn},
 				agent.Response{Message: agent.AssistantText("All three have shipped."), StopReason: agent.StopEndTurn, Usage: turn},
 			)
-			name := "agent-" + tc.name
+			name := "agent-" + strings.TrimSuffix(tc.name, "-invoke")
 			g, err := agent.New(agent.Config{Name: name, Model: model, Tools: []agent.Tool{tools.tool(t)}, RemoteTools: tc.remote})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// A short visibility timeout brings the dead invocation's
 			// message back soon; the task lease is half of it.
-			s := newStack(t, stackOptions{visibility: 4 * time.Second, graphs: []*pregel.Graph{g}, wrapTick: killable, wrapNode: killable})
+			o := stackOptions{visibility: 4 * time.Second, graphs: []*pregel.Graph{g}, wrapTick: killable, wrapNode: killable,
+				invoke: tc.invoke, wrapInvoke: killableInvoke}
+			if tc.invoke {
+				// Lambda's retries (200 ms apart here, minutes in AWS)
+				// come while the dead invocation's lease still runs (15
+				// minutes in AWS): a lease longer than the test's
+				// timings, so that they find it held.
+				o.config = func(c *serverless.Config) { c.Lease = 8 * time.Second }
+			}
+			s := newStack(t, o)
 			tools.s = s
 
 			body, _ := json.Marshal(map[string]any{"run_id": "orders", "input": "Where are my orders A-1, B-2 and C-3?"})
@@ -157,6 +171,15 @@ func TestAgentCrashAfterSecondToolCall(t *testing.T) {
 			}
 
 			r := s.waitStatus("orders", pregel.RunCompleted)
+			if tc.invoke {
+				// The dead invocation was retried by Lambda; the retry
+				// found the lease held and handed the task to the
+				// node-task queue; nothing reached the dead letters.
+				st := s.lambda.Stats()
+				if st.Retried == 0 || st.Failed != 0 || !strings.Contains(s.logs.String(), "handed to the node-task queue") {
+					t.Errorf("Lambda stand-in %+v: want the dead invocation retried, its task handed to the node-task queue, nothing given up", st)
+				}
+			}
 			if !tools.killed.Load() {
 				t.Fatal("the invocation running C-3 was never killed")
 			}

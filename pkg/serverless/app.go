@@ -50,12 +50,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/superstep/superstep/pkg/a2a"
 	"github.com/superstep/superstep/pkg/api"
 	"github.com/superstep/superstep/pkg/internal/jwtauth"
+	"github.com/superstep/superstep/pkg/internal/lambdainvoke"
 	"github.com/superstep/superstep/pkg/internal/sqsqueue"
 	"github.com/superstep/superstep/pkg/longterm"
 	"github.com/superstep/superstep/pkg/mcpserver"
@@ -140,6 +142,32 @@ const (
 	EnvSchedulerRole = "SCHEDULER_ROLE_ARN"
 	EnvStartQueueARN = "START_QUEUE_ARN"
 	EnvScheduleDLQ   = "SCHEDULE_DLQ_ARN"
+	// EnvNodeDispatch is how node tasks reach the node function: "sqs"
+	// (the default: a message on the node-task queue) or "invoke" (an
+	// asynchronous Lambda invocation; see NodeDispatch).
+	EnvNodeDispatch = "NODE_DISPATCH"
+	// EnvNodeFunction names the node function (name or ARN, an alias's
+	// ARN included) that NODE_DISPATCH=invoke invokes; required in the
+	// tick function, optional in the node function, which otherwise
+	// invokes itself as it was invoked.
+	EnvNodeFunction = "NODE_FUNCTION"
+)
+
+// NodeDispatch is how node tasks reach the node function.
+type NodeDispatch string
+
+// The node dispatches.
+const (
+	// DispatchSQS sends each node task to the node-task queue, whose
+	// event source mapping invokes the node function: three SQS requests
+	// a task (send, receive, delete).
+	DispatchSQS NodeDispatch = "sqs"
+	// DispatchInvoke invokes the node function asynchronously (Lambda
+	// Invoke, InvocationType Event) with each task: one request. Lambda
+	// retries a failed invocation and sends one it gave up on to the
+	// function's on-failure destination; a task the node function could
+	// not finish is handed to the node-task queue (HandleNodeEvent).
+	DispatchInvoke NodeDispatch = "invoke"
 )
 
 // Config is the deployment an App talks to.
@@ -193,6 +221,11 @@ type Config struct {
 	SchedulerRoleARN string
 	StartQueueARN    string
 	ScheduleDLQ      string
+	// NodeDispatch is how node tasks reach the node function (empty:
+	// DispatchSQS); NodeFunction is the function DispatchInvoke invokes
+	// (empty: the function running, as invoked; see lambdainvoke.New).
+	NodeDispatch NodeDispatch
+	NodeFunction string
 }
 
 // ConfigFromEnv reads the Config from the environment through getenv
@@ -213,6 +246,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		SchedulerRoleARN: get(EnvSchedulerRole),
 		StartQueueARN:    get(EnvStartQueueARN),
 		ScheduleDLQ:      get(EnvScheduleDLQ),
+		NodeDispatch:     NodeDispatch(strings.ToLower(get(EnvNodeDispatch))),
+		NodeFunction:     get(EnvNodeFunction),
 	}
 	for a := range strings.SplitSeq(get(EnvJWTAudience), ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -314,6 +349,9 @@ func (c Config) validate() error {
 	if c.ScheduleGroup != "" && (c.SchedulerRoleARN == "" || c.StartQueueARN == "") {
 		return fmt.Errorf("%s is set without %s and %s: schedules need the role EventBridge Scheduler sends with and the start queue it sends to", EnvScheduleGroup, EnvSchedulerRole, EnvStartQueueARN)
 	}
+	if c.NodeDispatch != "" && c.NodeDispatch != DispatchSQS && c.NodeDispatch != DispatchInvoke {
+		return fmt.Errorf("%s=%q: want %s or %s", EnvNodeDispatch, c.NodeDispatch, DispatchSQS, DispatchInvoke)
+	}
 	if _, err := a2a.ParseStrategy(string(c.ThreadStrategy)); err != nil {
 		return fmt.Errorf("%s=%q is not one of reject, enqueue, interrupt, rollback, parallel (empty: parallel)", EnvThreadStrategy, c.ThreadStrategy)
 	}
@@ -326,6 +364,10 @@ type Options struct {
 	// AWS configures the DynamoDB and SQS clients (endpoint, region,
 	// credentials, middleware such as awsmeter).
 	AWS aws.Config
+	// LambdaEndpoint, when set, is where the Lambda client of
+	// DispatchInvoke sends its Invoke requests, instead of AWS's
+	// endpoint (or AWS.BaseEndpoint): a local stand-in in tests.
+	LambdaEndpoint string
 	// Graphs are the graphs served. Required.
 	Graphs *runs.Registry
 	// Logger (default slog.Default()).
@@ -411,7 +453,10 @@ type App struct {
 	Store *dynamo.Store
 	// LongTerm is the long-term store, in the table too.
 	LongTerm *longterm.Store
-	// Queue sends ticks and node tasks.
+	// Queue sends ticks and node tasks to the queues. With
+	// DispatchInvoke the handlers start node tasks by invoking the node
+	// function instead, and Queue's node-task queue takes the tasks a
+	// node function hands over (HandleNodeEvent).
 	Queue *sqsqueue.Queue
 	// SQS is the queues' client.
 	SQS *sqs.Client
@@ -456,11 +501,28 @@ func New(o Options) (*App, error) {
 		queueOpts = append(queueOpts, sqsqueue.WithMessageAttributes(o.Tracer.MessageAttributes))
 	}
 	queue := sqsqueue.New(sqsClient, o.Config.TickQueueURL, o.Config.NodeQueueURL, queueOpts...)
+	// What the handlers send ticks and node tasks with.
+	var dispatch tick.Queue = queue
+	if o.Config.NodeDispatch == DispatchInvoke {
+		if o.Function == FunctionTick && o.Config.NodeFunction == "" {
+			return nil, fmt.Errorf("serverless: %s=%s: set %s, the node function the tick function invokes", EnvNodeDispatch, DispatchInvoke, EnvNodeFunction)
+		}
+		var invokeOpts []lambdainvoke.Option
+		if o.Tracer != nil {
+			invokeOpts = append(invokeOpts, lambdainvoke.WithTrace(traceFields(o.Tracer)))
+		}
+		client := lambda.NewFromConfig(o.AWS, func(lo *lambda.Options) {
+			if o.LambdaEndpoint != "" {
+				lo.BaseEndpoint = aws.String(o.LambdaEndpoint)
+			}
+		})
+		dispatch = lambdainvoke.New(queue, client, o.Config.NodeFunction, invokeOpts...)
+	}
 	ticks := &tick.Handler{
 		Graphs:      o.Graphs,
 		Runs:        store,
 		Checkpoints: store,
-		Queue:       queue,
+		Queue:       dispatch,
 		Logger:      log,
 		Lease:       o.Config.Lease,
 		// Leases keep a duplicate delivery from executing a task
@@ -490,7 +552,7 @@ func New(o Options) (*App, error) {
 		// thread's item); the tick and node handlers pass a thread on
 		// when its run stops, and start the next run with a tick.
 		Threads:    store,
-		Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: queue, Logger: log},
+		Dispatcher: &tick.Dispatcher{Checkpoints: store, Queue: dispatch, Logger: log},
 		Logger:     log,
 	}
 	ticks.Threads = svc

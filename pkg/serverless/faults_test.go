@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/superstep/superstep/internal/lambdatest"
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs/runstest"
 )
@@ -193,18 +194,29 @@ func (d *disorder) handle(ctx context.Context, msg queued) bool {
 // serves one request at a time, and a run takes some 80 of them);
 // SUPERSTEP_FAULTS_OPS=N makes N operations (at least) on N/120 threads of
 // 3 clients (pkg/runs/README.md).
-func TestThreadsLinearizableSQSDisorder(t *testing.T) {
+func TestThreadsLinearizableSQSDisorder(t *testing.T) { threadsLinearizableDisorder(t, false) }
+
+// TestThreadsLinearizableInvokeDisorder is TestThreadsLinearizableSQSDisorder
+// with NODE_DISPATCH=invoke: the remote node's tasks start by asynchronous
+// invocations, which Lambda's event queue (the lambdatest stand-in)
+// delivers late, out of order and twice each (the second copy later); the ticks, and
+// the tasks a node function hands to the node-task queue, go through the
+// SQS disorder.
+func TestThreadsLinearizableInvokeDisorder(t *testing.T) { threadsLinearizableDisorder(t, true) }
+
+func threadsLinearizableDisorder(t *testing.T, invoke bool) {
 	t.Parallel()
 	threads, clients, ops := 2, 3, 4
 	if n, _ := strconv.Atoi(os.Getenv("SUPERSTEP_FAULTS_OPS")); n > 0 {
 		ops = 40
 		threads = (n + clients*ops - 1) / (clients * ops)
 	}
-	s := newStack(t, stackOptions{noPollers: true, graphs: []*pregel.Graph{linChatGraph(t)}})
 	seed := uint64(time.Now().UnixNano())
 	if v, err := strconv.ParseUint(os.Getenv("SUPERSTEP_LINEARIZABLE_SEED"), 10, 64); err == nil {
 		seed = v
 	}
+	s := newStack(t, stackOptions{noPollers: true, graphs: []*pregel.Graph{linChatGraph(t)},
+		invoke: invoke, invokeFaults: lambdatest.Faults{MaxDelay: 100 * time.Millisecond, Duplicate: 1, Seed: seed}})
 	d := &disorder{s: s, rng: rand.New(rand.NewPCG(seed, 1)), maxDelay: 50 * time.Millisecond}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -227,5 +239,12 @@ func TestThreadsLinearizableSQSDisorder(t *testing.T) {
 	}
 	if d.duplicated.Load()+d.late.Load() == 0 || d.reordered.Load() == 0 {
 		t.Errorf("the deliveries were not disordered enough to test anything")
+	}
+	if invoke {
+		st := s.lambda.Stats()
+		t.Logf("Lambda stand-in: %+v", st)
+		if st.Accepted == 0 || st.Duplicated != st.Accepted || st.Failed != 0 {
+			t.Errorf("Lambda stand-in: %+v; want node tasks invoked, each twice, none given up on", st)
+		}
 	}
 }

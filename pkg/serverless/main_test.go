@@ -27,6 +27,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/internal/awsmeter"
+	"github.com/superstep/superstep/internal/lambdatest"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/testkit"
 	"github.com/superstep/superstep/pkg/a2a"
@@ -66,6 +67,8 @@ type stack struct {
 	nodeCalls atomic.Int64
 	// opts made app (to make another, as a new Lambda container would).
 	opts serverless.Options
+	// lambda is the Lambda stand-in of stackOptions.invoke (nil without).
+	lambda *lambdatest.Server
 }
 
 type stackOptions struct {
@@ -98,6 +101,13 @@ type stackOptions struct {
 	// schedules turns schedules on (EventBridge Scheduler on the
 	// emulator).
 	schedules bool
+	// invoke starts node tasks by asynchronous invocations of the node
+	// function (NODE_DISPATCH=invoke) served by a lambdatest stand-in
+	// with these faults; wrapInvoke, when set, wraps its handler (to
+	// fail or kill an invocation).
+	invoke       bool
+	invokeFaults lambdatest.Faults
+	wrapInvoke   func(lambdatest.Handler) lambdatest.Handler
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -107,7 +117,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	srv := moto.Start(t)
 	meter := new(awsmeter.Meter)
 	awsCfg := srv.Config.Copy()
-	awsCfg.APIOptions = append(awsCfg.APIOptions, meter.Install)
+	awsCfg.APIOptions = append(awsCfg.APIOptions, meter.Install, deadProcess)
 	var b [3]byte
 	rand.Read(b[:])
 	name := unsafeChars.ReplaceAllString(t.Name(), "-")
@@ -134,12 +144,19 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work, o.graphs...)
-	opts := serverless.Options{Config: cfg, AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Push: o.push, Streaming: o.streaming}
+	s := &stack{t: t, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
+	opts := serverless.Options{AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Push: o.push, Streaming: o.streaming}
+	if o.invoke {
+		s.startLambda(o)
+		cfg.NodeDispatch, cfg.NodeFunction = serverless.DispatchInvoke, lambdatest.ARN("node")+":live"
+		opts.LambdaEndpoint = s.lambda.URL
+	}
+	opts.Config, s.cfg = cfg, cfg
 	app, err := serverless.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, app: app, opts: opts, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
+	s.app, s.opts = app, opts
 	var h http.Handler = app
 	if o.streaming {
 		h = functionURL(app, cmp.Or(o.deadline, 30*time.Second))
@@ -178,6 +195,31 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		}
 	})
 	return s
+}
+
+// startLambda starts the Lambda stand-in invoking the node function: its
+// failed invocations are retried twice, then sent to the node dead-letter
+// queue (its on-failure destination).
+func (s *stack) startLambda(o stackOptions) {
+	h := lambdatest.Handler(func(ctx context.Context, payload []byte) error {
+		_, err := s.app.HandleNodeEvent(ctx, payload)
+		return err
+	})
+	if o.wrapInvoke != nil {
+		h = o.wrapInvoke(h)
+	}
+	dlq := s.dlqURL("nodes-dlq")
+	s.lambda = lambdatest.Start(s.t, map[string]*lambdatest.Function{"node": {
+		Handler: func(ctx context.Context, payload []byte) error {
+			s.nodeCalls.Add(1)
+			return h(ctx, payload)
+		},
+		RetryDelay: 200 * time.Millisecond,
+		OnFailure: func(ctx context.Context, record []byte) error {
+			_, err := s.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String(string(record))})
+			return err
+		},
+	}}, o.invokeFaults)
 }
 
 // registry serves the examples, the test graph with remote nodes and
@@ -303,9 +345,9 @@ func (s *stack) queueDepth(url string) int {
 func (s *stack) waitIdle() {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for s.queueDepth(s.cfg.TickQueueURL)+s.queueDepth(s.cfg.NodeQueueURL) > 0 {
+	for s.queueDepth(s.cfg.TickQueueURL)+s.queueDepth(s.cfg.NodeQueueURL) > 0 || (s.lambda != nil && !s.lambda.Idle()) {
 		if time.Now().After(deadline) {
-			s.t.Fatal("the queues did not empty within 30s")
+			s.t.Fatal("the queues (and Lambda's event queue) did not empty within 30s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
