@@ -46,6 +46,8 @@ type ThreadAPI interface {
 	Cancel(ctx context.Context, id string) error
 	// Resume answers the run's interrupt.
 	Resume(ctx context.Context, id string) error
+	// Events reads the types of a run's events, oldest first.
+	Events(ctx context.Context, id string) ([]string, error)
 }
 
 // RunView is what the model needs of a run: its record, and its state's
@@ -93,9 +95,11 @@ type FaultConfig struct {
 type FaultResult struct {
 	Verdict porcupine.CheckResult
 	// Ops operations in the history, Unknown of them with an unknown
-	// outcome; Retried requests tried again because the API was
-	// unavailable; Runs created (known or possibly).
-	Ops, Unknown, Retried, Runs int
+	// outcome; Lost creates, cancels and resumes whose first answer was
+	// lost, Settled of them whose outcome the same request asked again
+	// told (the others are unknown); Retried requests tried again because
+	// the API was unavailable; Runs created (known or possibly).
+	Ops, Unknown, Lost, Settled, Retried, Runs int
 	Seed                        uint64
 	// Clients is how long the clients took, Settle the wait for the
 	// runs to end, Check the checker.
@@ -103,8 +107,8 @@ type FaultResult struct {
 }
 
 func (r FaultResult) String() string {
-	return fmt.Sprintf("%s: %d operations (%d with an unknown outcome), %d requests tried again, %d runs; clients %v, settling %v, checked in %v (seed %d)",
-		r.Verdict, r.Ops, r.Unknown, r.Retried, r.Runs, r.Clients.Round(time.Millisecond), r.Settle.Round(time.Millisecond), r.Check.Round(time.Millisecond), r.Seed)
+	return fmt.Sprintf("%s: %d operations (%d answers lost, %d of them told by asking again; %d with an unknown outcome), %d requests tried again, %d runs; clients %v, settling %v, checked in %v (seed %d)",
+		r.Verdict, r.Ops, r.Lost, r.Settled, r.Unknown, r.Retried, r.Runs, r.Clients.Round(time.Millisecond), r.Settle.Round(time.Millisecond), r.Check.Round(time.Millisecond), r.Seed)
 }
 
 // CheckFaults runs cfg.Clients clients on each of cfg.Threads new
@@ -159,6 +163,8 @@ func CheckFaults(t *testing.T, cfg FaultConfig, api ThreadAPI) FaultResult {
 				created = append(created, fc.lc.mine...)
 				created = append(created, fc.maybe...)
 				res.Retried += fc.retried
+				res.Lost += fc.lost
+				res.Settled += fc.settled
 				mu.Unlock()
 			})
 		}
@@ -251,8 +257,11 @@ type faultClient struct {
 	api     ThreadAPI
 	cfg     FaultConfig
 	lc      *linClient
-	maybe   []string // runs whose create has an unknown outcome
+	maybe   []string // runs whose create's first answer was lost
 	retried int
+	// lost operations had their answer lost, settled of them became
+	// known when asked again (settle).
+	lost, settled int
 }
 
 // run makes the client's operations and returns its history.
@@ -275,13 +284,26 @@ func (c *faultClient) run(t *testing.T, clientID int) []porcupine.Operation {
 			}
 			return err
 		})
+		if errors.Is(err, ErrOutcomeUnknown) && in.Op != "read" && in.Op != "wait" {
+			// What a client of a durable service does: ask again, the
+			// same request (a create with the same run id), until an
+			// answer comes. The operation took effect between its first
+			// call and the answer that tells.
+			c.lost++
+			if in.Op == "create" {
+				c.maybe = append(c.maybe, in.Run)
+			}
+			var known bool
+			out, ret, known = c.settle(t, in)
+			if known {
+				c.settled++
+				err = nil
+			}
+		}
 		switch {
 		case errors.Is(err, ErrOutcomeUnknown):
 			if in.Op == "read" || in.Op == "wait" {
 				continue // a read whose answer was lost changed nothing
-			}
-			if in.Op == "create" {
-				c.maybe = append(c.maybe, in.Run)
 			}
 			out, ret = linOutput{Err: errUnknown}, math.MaxInt64
 		case err != nil:
@@ -296,6 +318,68 @@ func (c *faultClient) run(t *testing.T, clientID int) []porcupine.Operation {
 		ops = append(ops, porcupine.Operation{ClientId: clientID, Input: in, Call: call, Output: out, Return: ret})
 	}
 	return ops
+}
+
+// settle asks again for an operation whose answer was lost (a create
+// with the same run id; a cancel or resume of the same run), until it
+// gets an answer, for at most cfg.Unavailable: known reports whether it
+// did, ret is when. A create is idempotent: the answer is the outcome of
+// the first request or, if it never took effect, of this one. A cancel
+// or resume refused now may have been refused because the lost one took
+// effect: the run's events tell (only this client cancels or resumes its
+// runs during the check), read after the refusal.
+func (c *faultClient) settle(t *testing.T, in linInput) (out linOutput, ret int64, known bool) {
+	ctx := t.Context()
+	deadline := time.Now().Add(c.cfg.Unavailable)
+	for time.Now().Before(deadline) {
+		err := retry(ctx, time.Until(deadline), &c.retried, func() error {
+			var err error
+			out, _, err = c.do(t, in)
+			ret = time.Now().UnixNano()
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrOutcomeUnknown):
+			continue // cut again
+		case err != nil:
+			return linOutput{}, 0, false
+		}
+		if out.Err != "invalid" {
+			return out, ret, true
+		}
+		// Refused: did the lost request take effect?
+		var evs []string
+		err = retry(ctx, time.Until(deadline), &c.retried, func() error {
+			var err error
+			evs, err = c.api.Events(ctx, in.Run)
+			return err
+		})
+		if err != nil {
+			if errors.Is(err, ErrOutcomeUnknown) {
+				continue
+			}
+			return linOutput{}, 0, false
+		}
+		ret = time.Now().UnixNano()
+		if applied(in.Op, evs) {
+			return linOutput{}, ret, true
+		}
+		return out, ret, true
+	}
+	return linOutput{}, 0, false
+}
+
+// applied reports whether a run's events (their types, oldest first) show
+// a cancel or resume (op) that took effect.
+func applied(op string, events []string) bool {
+	for _, ev := range events {
+		switch {
+		case op == "resume" && ev == string(runs.EventResumeRequested),
+			op == "cancel" && (ev == string(runs.EventCancelRequested) || ev == string(runs.EventCancelled)):
+			return true
+		}
+	}
+	return false
 }
 
 // do carries out one operation. For a read of a run's status it returns

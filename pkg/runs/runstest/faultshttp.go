@@ -140,6 +140,29 @@ func (h *HTTPThreads) Run(ctx context.Context, id string) (RunView, error) {
 	return RunView{Status: r.Status, Discarded: r.Discarded, SupersededBy: r.SupersededBy, CancelRequested: r.CancelRequested, Messages: msgs}, err
 }
 
+// Events implements ThreadAPI.
+func (h *HTTPThreads) Events(ctx context.Context, id string) ([]string, error) {
+	var l struct {
+		Events []struct {
+			Type string `json:"type"`
+		} `json:"events"`
+	}
+	code, err := h.do(ctx, "GET", "/v1/runs/"+url.PathEscape(id)+"/events", nil, &l)
+	switch {
+	case err != nil:
+		return nil, err
+	case code == http.StatusNotFound:
+		return nil, fmt.Errorf("run %s: %w", id, runs.ErrNotFound)
+	case code != http.StatusOK:
+		return nil, fmt.Errorf("events of run %s: %d", id, code)
+	}
+	types := make([]string, len(l.Events))
+	for i, ev := range l.Events {
+		types[i] = ev.Type
+	}
+	return types, nil
+}
+
 // Cancel implements ThreadAPI.
 func (h *HTTPThreads) Cancel(ctx context.Context, id string) error {
 	return h.change(ctx, id, "cancel", nil)
