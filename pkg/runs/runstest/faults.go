@@ -100,7 +100,7 @@ type FaultResult struct {
 	// told (the others are unknown); Retried requests tried again because
 	// the API was unavailable; Runs created (known or possibly).
 	Ops, Unknown, Lost, Settled, Retried, Runs int
-	Seed                        uint64
+	Seed                                       uint64
 	// Clients is how long the clients took, Settle the wait for the
 	// runs to end, Check the checker.
 	Clients, Settle, Check time.Duration
