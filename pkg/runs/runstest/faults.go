@@ -46,8 +46,16 @@ type ThreadAPI interface {
 	Cancel(ctx context.Context, id string) error
 	// Resume answers the run's interrupt.
 	Resume(ctx context.Context, id string) error
-	// Events reads the types of a run's events, oldest first.
-	Events(ctx context.Context, id string) ([]string, error)
+	// Events reads a run's events, oldest first.
+	Events(ctx context.Context, id string) ([]RunEvent, error)
+}
+
+// RunEvent is an event of a run's history (runs.Event): its type and
+// detail.
+type RunEvent struct {
+	At     time.Time `json:"at"`
+	Type   string    `json:"type"`
+	Detail string    `json:"detail"`
 }
 
 // RunView is what the model needs of a run: its record, and its state's
@@ -189,6 +197,7 @@ func CheckFaults(t *testing.T, cfg FaultConfig, api ThreadAPI) FaultResult {
 	settled := time.Now()
 	facts := finishFaults(t, api, created, cfg)
 	res.Settle = time.Since(settled)
+	orderFacts(ctx, t, api, history, facts, cfg)
 	for _, op := range history {
 		if op.Output.(linOutput).Err == errUnknown {
 			res.Unknown++
@@ -348,10 +357,16 @@ func (c *faultClient) settle(t *testing.T, in linInput) (out linOutput, ret int6
 			return out, ret, true
 		}
 		// Refused: did the lost request take effect?
-		var evs []string
+		var (
+			evs []RunEvent
+			r   RunView
+		)
 		err = retry(ctx, time.Until(deadline), &c.retried, func() error {
 			var err error
-			evs, err = c.api.Events(ctx, in.Run)
+			if evs, err = c.api.Events(ctx, in.Run); err != nil {
+				return err
+			}
+			r, err = c.api.Run(ctx, in.Run)
 			return err
 		})
 		if err != nil {
@@ -361,7 +376,7 @@ func (c *faultClient) settle(t *testing.T, in linInput) (out linOutput, ret int6
 			return linOutput{}, 0, false
 		}
 		ret = time.Now().UnixNano()
-		if applied(in.Op, evs) {
+		if applied(in.Op, evs, r) {
 			return linOutput{}, ret, true
 		}
 		return out, ret, true
@@ -369,13 +384,17 @@ func (c *faultClient) settle(t *testing.T, in linInput) (out linOutput, ret int6
 	return linOutput{}, 0, false
 }
 
-// applied reports whether a run's events (their types, oldest first) show
-// a cancel or resume (op) that took effect.
-func applied(op string, events []string) bool {
+// applied reports whether a run's events (oldest first) and record show
+// a client's cancel or resume (op) that took effect: a resume_requested
+// event; a cancel_requested event without a detail (a rollback's says
+// so), or a cancelled event of a run nothing superseded (a cancel of a
+// queued or paused run ends it at once).
+func applied(op string, events []RunEvent, r RunView) bool {
 	for _, ev := range events {
 		switch {
-		case op == "resume" && ev == string(runs.EventResumeRequested),
-			op == "cancel" && (ev == string(runs.EventCancelRequested) || ev == string(runs.EventCancelled)):
+		case op == "resume" && ev.Type == string(runs.EventResumeRequested),
+			op == "cancel" && ev.Type == string(runs.EventCancelRequested) && ev.Detail == "",
+			op == "cancel" && ev.Type == string(runs.EventCancelled) && r.SupersededBy == "":
 			return true
 		}
 	}
@@ -518,4 +537,53 @@ func faultModel(lm *linModel) porcupine.Model {
 		return describe(input, output)
 	}
 	return m
+}
+
+// orderFacts sets each run's Order (runFact) from its history: the runs
+// of one thread ran one at a time, so the order of their first running
+// events is the order in which they took the thread. A run that never
+// ran keeps Order 0 (not known). Without it the model must try every
+// order of the runs queued at once, and a long history is not checked
+// in time.
+func orderFacts(ctx context.Context, t *testing.T, api ThreadAPI, history []porcupine.Operation, facts map[string]runFact, cfg FaultConfig) {
+	t.Helper()
+	type started struct {
+		run string
+		at  time.Time
+	}
+	by := map[string][]started{}
+	seen := map[string]bool{}
+	for _, op := range history {
+		in := op.Input.(linInput)
+		if in.Op != "create" || seen[in.Run] {
+			continue
+		}
+		seen[in.Run] = true
+		if _, ok := facts[in.Run]; !ok {
+			continue
+		}
+		var evs []RunEvent
+		if err := retry(ctx, cfg.Unavailable, nil, func() error {
+			var err error
+			evs, err = api.Events(ctx, in.Run)
+			return err
+		}); err != nil {
+			t.Logf("events of %s: %v (its order is not known)", in.Run, err)
+			continue
+		}
+		for _, ev := range evs {
+			if ev.Type == string(pregel.RunRunning) {
+				by[in.Thread] = append(by[in.Thread], started{in.Run, ev.At})
+				break
+			}
+		}
+	}
+	for _, rs := range by {
+		slices.SortFunc(rs, func(a, b started) int { return a.at.Compare(b.at) })
+		for i, r := range rs {
+			f := facts[r.run]
+			f.Order = i + 1
+			facts[r.run] = f
+		}
+	}
 }

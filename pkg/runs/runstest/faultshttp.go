@@ -141,11 +141,9 @@ func (h *HTTPThreads) Run(ctx context.Context, id string) (RunView, error) {
 }
 
 // Events implements ThreadAPI.
-func (h *HTTPThreads) Events(ctx context.Context, id string) ([]string, error) {
+func (h *HTTPThreads) Events(ctx context.Context, id string) ([]RunEvent, error) {
 	var l struct {
-		Events []struct {
-			Type string `json:"type"`
-		} `json:"events"`
+		Events []RunEvent `json:"events"`
 	}
 	code, err := h.do(ctx, "GET", "/v1/runs/"+url.PathEscape(id)+"/events", nil, &l)
 	switch {
@@ -156,11 +154,7 @@ func (h *HTTPThreads) Events(ctx context.Context, id string) ([]string, error) {
 	case code != http.StatusOK:
 		return nil, fmt.Errorf("events of run %s: %d", id, code)
 	}
-	types := make([]string, len(l.Events))
-	for i, ev := range l.Events {
-		types[i] = ev.Type
-	}
-	return types, nil
+	return l.Events, nil
 }
 
 // Cancel implements ThreadAPI.
