@@ -303,7 +303,7 @@ func (c *faultClient) run(t *testing.T, clientID int) []porcupine.Operation {
 				c.maybe = append(c.maybe, in.Run)
 			}
 			var known bool
-			out, ret, known = c.settle(t, in)
+			out, ret, known = c.settle(t, in, call)
 			if known {
 				c.settled++
 				err = nil
@@ -337,7 +337,7 @@ func (c *faultClient) run(t *testing.T, clientID int) []porcupine.Operation {
 // or resume refused now may have been refused because the lost one took
 // effect: the run's events tell (only this client cancels or resumes its
 // runs during the check), read after the refusal.
-func (c *faultClient) settle(t *testing.T, in linInput) (out linOutput, ret int64, known bool) {
+func (c *faultClient) settle(t *testing.T, in linInput, call int64) (out linOutput, ret int64, known bool) {
 	ctx := t.Context()
 	deadline := time.Now().Add(c.cfg.Unavailable)
 	for time.Now().Before(deadline) {
@@ -376,7 +376,7 @@ func (c *faultClient) settle(t *testing.T, in linInput) (out linOutput, ret int6
 			return linOutput{}, 0, false
 		}
 		ret = time.Now().UnixNano()
-		if applied(in.Op, evs, r) {
+		if applied(in.Op, evs, r, time.Unix(0, call)) {
 			return linOutput{}, ret, true
 		}
 		return out, ret, true
@@ -385,13 +385,16 @@ func (c *faultClient) settle(t *testing.T, in linInput) (out linOutput, ret int6
 }
 
 // applied reports whether a run's events (oldest first) and record show
-// a client's cancel or resume (op) that took effect: a resume_requested
-// event; a cancel_requested event without a detail (a rollback's says
-// so), or a cancelled event of a run nothing superseded (a cancel of a
-// queued or paused run ends it at once).
-func applied(op string, events []RunEvent, r RunView) bool {
+// a client's cancel or resume (op) called at since that took effect: an
+// event from since on (the server shares the test's clock; an earlier
+// one is an earlier request's), a resume_requested event; a
+// cancel_requested event without a detail (a rollback's says so), or a
+// cancelled event of a run nothing superseded (a cancel of a queued or
+// paused run ends it at once).
+func applied(op string, events []RunEvent, r RunView, since time.Time) bool {
 	for _, ev := range events {
 		switch {
+		case ev.At.Before(since):
 		case op == "resume" && ev.Type == string(runs.EventResumeRequested),
 			op == "cancel" && ev.Type == string(runs.EventCancelRequested) && ev.Detail == "",
 			op == "cancel" && ev.Type == string(runs.EventCancelled) && r.SupersededBy == "":
