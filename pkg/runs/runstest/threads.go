@@ -276,12 +276,23 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
+	// Asking again with the same run_id (parallel: on moto each costs
+	// a second or so of waiting).
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
-		t.Run("RunIDIdempotent/"+string(st), func(t *testing.T) { testRunIDIdempotent(t, newThreadEnv(t, newEnv), st) })
+		t.Run("RunIDIdempotent/"+string(st), func(t *testing.T) {
+			t.Parallel()
+			testRunIDIdempotent(t, newThreadEnv(t, newEnv), st)
+		})
 	}
-	t.Run("RunIDConcurrent", func(t *testing.T) { testRunIDConcurrent(t, newThreadEnv(t, newEnv), 8) })
+	t.Run("RunIDConcurrent", func(t *testing.T) {
+		t.Parallel()
+		testRunIDConcurrent(t, newThreadEnv(t, newEnv), 8)
+	})
 	for _, st := range []runs.Strategy{runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
-		t.Run("ClaimCut/"+string(st), func(t *testing.T) { testClaimCut(t, newThreadEnv(t, newEnv), st) })
+		t.Run("ClaimCut/"+string(st), func(t *testing.T) {
+			t.Parallel()
+			testClaimCut(t, newThreadEnv(t, newEnv), st)
+		})
 	}
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run(fmt.Sprintf("Concurrent%d/%s", n, st), func(t *testing.T) {
