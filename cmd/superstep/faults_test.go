@@ -25,8 +25,9 @@ import (
 // server (the built binary, its SQLite store in a temp dir), while the
 // test kills it with SIGKILL at random moments and starts it again on the
 // same directory; the clients keep going (a request refused while it is
-// down is tried again; one cut by the kill has an unknown outcome, and
-// the model lets it take effect or not). Every run must end after the
+// down is tried again; a create, cancel or resume cut by the kill is
+// asked again after the restart, a create with the same run_id, until its
+// outcome is known: runstest.CheckFaults). Every run must end after the
 // last restart, and the whole history must be linearizable against the
 // model of runstest.Linearizable: a run cut by a kill is recovered and
 // ends as the model allows, its writes in its thread once.

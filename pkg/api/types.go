@@ -240,7 +240,9 @@ type Event struct {
 	// Step is the run's last committed superstep at the change.
 	Step int `json:"step"`
 	// Detail is the drain reason (drain_requested, drained), the error
-	// (failed) or the ids of the pending interrupts (interrupted).
+	// (failed), the ids of the pending interrupts (interrupted), the
+	// answer (resume_requested) or the rollback that asked for a cancel
+	// (cancel_requested).
 	Detail string `json:"detail,omitempty"`
 }
 

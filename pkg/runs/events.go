@@ -90,7 +90,12 @@ func changes(old, r Run, at time.Time) []Event {
 		add(EventDrainRequested, r.DrainReason)
 	}
 	if !old.CancelRequested && r.CancelRequested {
-		add(EventCancelRequested, "")
+		// A rollback's cancel says so; a client's has no detail.
+		var detail string
+		if old.SupersededBy == "" && r.SupersededBy != "" {
+			detail = supersedeReason(r.SupersededBy, StrategyRollback)
+		}
+		add(EventCancelRequested, detail)
 	}
 	if resumed {
 		add(EventResumeRequested, answerDetail(r.Resume))

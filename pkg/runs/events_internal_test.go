@@ -43,6 +43,8 @@ func TestChanges(t *testing.T) {
 		{"cancel requested", running, Run{Status: pregel.RunRunning, Step: 2, CancelRequested: true}, []Event{ev(EventCancelRequested, pregel.RunRunning, 2, "")}},
 		{"cancel requested of a draining run", draining, Run{Status: pregel.RunRunning, Step: 2, DrainRequested: true, DrainReason: "deploy", CancelRequested: true},
 			[]Event{ev(EventCancelRequested, pregel.RunRunning, 2, "")}},
+		{"rolled back", running, Run{Status: pregel.RunRunning, Step: 2, CancelRequested: true, Discarded: true, SupersededBy: "r9"},
+			[]Event{ev(EventCancelRequested, pregel.RunRunning, 2, "rolled back by run r9 on its thread")}},
 		{"cancelled", Run{Status: pregel.RunRunning, Step: 2, CancelRequested: true}, Run{Status: pregel.RunCancelled, Step: 2},
 			[]Event{ev(EventCancelled, pregel.RunCancelled, 2, "")}},
 		{"paused run cancelled at once", drained, Run{Status: pregel.RunCancelled, Step: 3, DrainRequested: true, DrainReason: "deploy"},

@@ -472,7 +472,8 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 		}
 	}
 	eff, err := s.claim(ctx, threadID, req.RunID, strategy)
-	if err != nil && !errors.Is(err, errClaimedYet) {
+	claimedYet := errors.Is(err, errClaimedYet)
+	if err != nil && !claimedYet {
 		return Run{}, false, err
 	}
 	claimed, head, busy := eff.Start == req.RunID, eff.Base, eff.Supersede
@@ -510,6 +511,13 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	}
 	if busy != "" {
 		if err := s.supersede(ctx, threadID, busy, Superseding{Run: req.RunID, Strategy: strategy, Pending: true}); err != nil {
+			return Run{}, false, err
+		}
+	} else if claimedYet {
+		// Claimed before (errClaimedYet): a request cut between its claim
+		// and this record, asked again with the same run id. Carry out
+		// the supersede its claim may have left pending.
+		if err := s.finishSupersede(ctx, threadID); err != nil {
 			return Run{}, false, err
 		}
 	}

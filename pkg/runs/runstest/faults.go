@@ -46,6 +46,16 @@ type ThreadAPI interface {
 	Cancel(ctx context.Context, id string) error
 	// Resume answers the run's interrupt.
 	Resume(ctx context.Context, id string) error
+	// Events reads a run's events, oldest first.
+	Events(ctx context.Context, id string) ([]RunEvent, error)
+}
+
+// RunEvent is an event of a run's history (runs.Event): its type and
+// detail.
+type RunEvent struct {
+	At     time.Time `json:"at"`
+	Type   string    `json:"type"`
+	Detail string    `json:"detail"`
 }
 
 // RunView is what the model needs of a run: its record, and its state's
@@ -93,18 +103,20 @@ type FaultConfig struct {
 type FaultResult struct {
 	Verdict porcupine.CheckResult
 	// Ops operations in the history, Unknown of them with an unknown
-	// outcome; Retried requests tried again because the API was
-	// unavailable; Runs created (known or possibly).
-	Ops, Unknown, Retried, Runs int
-	Seed                        uint64
+	// outcome; Lost creates, cancels and resumes whose first answer was
+	// lost, Settled of them whose outcome the same request asked again
+	// told (the others are unknown); Retried requests tried again because
+	// the API was unavailable; Runs created (known or possibly).
+	Ops, Unknown, Lost, Settled, Retried, Runs int
+	Seed                                       uint64
 	// Clients is how long the clients took, Settle the wait for the
 	// runs to end, Check the checker.
 	Clients, Settle, Check time.Duration
 }
 
 func (r FaultResult) String() string {
-	return fmt.Sprintf("%s: %d operations (%d with an unknown outcome), %d requests tried again, %d runs; clients %v, settling %v, checked in %v (seed %d)",
-		r.Verdict, r.Ops, r.Unknown, r.Retried, r.Runs, r.Clients.Round(time.Millisecond), r.Settle.Round(time.Millisecond), r.Check.Round(time.Millisecond), r.Seed)
+	return fmt.Sprintf("%s: %d operations (%d answers lost, %d of them told by asking again; %d with an unknown outcome), %d requests tried again, %d runs; clients %v, settling %v, checked in %v (seed %d)",
+		r.Verdict, r.Ops, r.Lost, r.Settled, r.Unknown, r.Retried, r.Runs, r.Clients.Round(time.Millisecond), r.Settle.Round(time.Millisecond), r.Check.Round(time.Millisecond), r.Seed)
 }
 
 // CheckFaults runs cfg.Clients clients on each of cfg.Threads new
@@ -159,6 +171,8 @@ func CheckFaults(t *testing.T, cfg FaultConfig, api ThreadAPI) FaultResult {
 				created = append(created, fc.lc.mine...)
 				created = append(created, fc.maybe...)
 				res.Retried += fc.retried
+				res.Lost += fc.lost
+				res.Settled += fc.settled
 				mu.Unlock()
 			})
 		}
@@ -183,6 +197,7 @@ func CheckFaults(t *testing.T, cfg FaultConfig, api ThreadAPI) FaultResult {
 	settled := time.Now()
 	facts := finishFaults(t, api, created, cfg)
 	res.Settle = time.Since(settled)
+	orderFacts(ctx, t, api, history, facts, cfg)
 	for _, op := range history {
 		if op.Output.(linOutput).Err == errUnknown {
 			res.Unknown++
@@ -251,8 +266,11 @@ type faultClient struct {
 	api     ThreadAPI
 	cfg     FaultConfig
 	lc      *linClient
-	maybe   []string // runs whose create has an unknown outcome
+	maybe   []string // runs whose create's first answer was lost
 	retried int
+	// lost operations had their answer lost, settled of them became
+	// known when asked again (settle).
+	lost, settled int
 }
 
 // run makes the client's operations and returns its history.
@@ -275,13 +293,26 @@ func (c *faultClient) run(t *testing.T, clientID int) []porcupine.Operation {
 			}
 			return err
 		})
+		if errors.Is(err, ErrOutcomeUnknown) && in.Op != "read" && in.Op != "wait" {
+			// What a client of a durable service does: ask again, the
+			// same request (a create with the same run id), until an
+			// answer comes. The operation took effect between its first
+			// call and the answer that tells.
+			c.lost++
+			if in.Op == "create" {
+				c.maybe = append(c.maybe, in.Run)
+			}
+			var known bool
+			out, ret, known = c.settle(t, in, call)
+			if known {
+				c.settled++
+				err = nil
+			}
+		}
 		switch {
 		case errors.Is(err, ErrOutcomeUnknown):
 			if in.Op == "read" || in.Op == "wait" {
 				continue // a read whose answer was lost changed nothing
-			}
-			if in.Op == "create" {
-				c.maybe = append(c.maybe, in.Run)
 			}
 			out, ret = linOutput{Err: errUnknown}, math.MaxInt64
 		case err != nil:
@@ -296,6 +327,81 @@ func (c *faultClient) run(t *testing.T, clientID int) []porcupine.Operation {
 		ops = append(ops, porcupine.Operation{ClientId: clientID, Input: in, Call: call, Output: out, Return: ret})
 	}
 	return ops
+}
+
+// settle asks again for an operation whose answer was lost (a create
+// with the same run id; a cancel or resume of the same run), until it
+// gets an answer, for at most cfg.Unavailable: known reports whether it
+// did, ret is when. A create is idempotent: the answer is the outcome of
+// the first request or, if it never took effect, of this one. A cancel
+// or resume refused now may have been refused because the lost one took
+// effect: the run's events tell (only this client cancels or resumes its
+// runs during the check), read after the refusal.
+func (c *faultClient) settle(t *testing.T, in linInput, call int64) (out linOutput, ret int64, known bool) {
+	ctx := t.Context()
+	deadline := time.Now().Add(c.cfg.Unavailable)
+	for time.Now().Before(deadline) {
+		err := retry(ctx, time.Until(deadline), &c.retried, func() error {
+			var err error
+			out, _, err = c.do(t, in)
+			ret = time.Now().UnixNano()
+			return err
+		})
+		switch {
+		case errors.Is(err, ErrOutcomeUnknown):
+			continue // cut again
+		case err != nil:
+			return linOutput{}, 0, false
+		}
+		if out.Err != "invalid" {
+			return out, ret, true
+		}
+		// Refused: did the lost request take effect?
+		var (
+			evs []RunEvent
+			r   RunView
+		)
+		err = retry(ctx, time.Until(deadline), &c.retried, func() error {
+			var err error
+			if evs, err = c.api.Events(ctx, in.Run); err != nil {
+				return err
+			}
+			r, err = c.api.Run(ctx, in.Run)
+			return err
+		})
+		if err != nil {
+			if errors.Is(err, ErrOutcomeUnknown) {
+				continue
+			}
+			return linOutput{}, 0, false
+		}
+		ret = time.Now().UnixNano()
+		if applied(in.Op, evs, r, time.Unix(0, call)) {
+			return linOutput{}, ret, true
+		}
+		return out, ret, true
+	}
+	return linOutput{}, 0, false
+}
+
+// applied reports whether a run's events (oldest first) and record show
+// a client's cancel or resume (op) called at since that took effect: an
+// event from since on (the server shares the test's clock; an earlier
+// one is an earlier request's), a resume_requested event; a
+// cancel_requested event without a detail (a rollback's says so), or a
+// cancelled event of a run nothing superseded (a cancel of a queued or
+// paused run ends it at once).
+func applied(op string, events []RunEvent, r RunView, since time.Time) bool {
+	for _, ev := range events {
+		switch {
+		case ev.At.Before(since):
+		case op == "resume" && ev.Type == string(runs.EventResumeRequested),
+			op == "cancel" && ev.Type == string(runs.EventCancelRequested) && ev.Detail == "",
+			op == "cancel" && ev.Type == string(runs.EventCancelled) && r.SupersededBy == "":
+			return true
+		}
+	}
+	return false
 }
 
 // do carries out one operation. For a read of a run's status it returns
@@ -434,4 +540,53 @@ func faultModel(lm *linModel) porcupine.Model {
 		return describe(input, output)
 	}
 	return m
+}
+
+// orderFacts sets each run's Order (runFact) from its history: the runs
+// of one thread ran one at a time, so the order of their first running
+// events is the order in which they took the thread. A run that never
+// ran keeps Order 0 (not known). Without it the model must try every
+// order of the runs queued at once, and a long history is not checked
+// in time.
+func orderFacts(ctx context.Context, t *testing.T, api ThreadAPI, history []porcupine.Operation, facts map[string]runFact, cfg FaultConfig) {
+	t.Helper()
+	type started struct {
+		run string
+		at  time.Time
+	}
+	by := map[string][]started{}
+	seen := map[string]bool{}
+	for _, op := range history {
+		in := op.Input.(linInput)
+		if in.Op != "create" || seen[in.Run] {
+			continue
+		}
+		seen[in.Run] = true
+		if _, ok := facts[in.Run]; !ok {
+			continue
+		}
+		var evs []RunEvent
+		if err := retry(ctx, cfg.Unavailable, nil, func() error {
+			var err error
+			evs, err = api.Events(ctx, in.Run)
+			return err
+		}); err != nil {
+			t.Logf("events of %s: %v (its order is not known)", in.Run, err)
+			continue
+		}
+		for _, ev := range evs {
+			if ev.Type == string(pregel.RunRunning) {
+				by[in.Thread] = append(by[in.Thread], started{in.Run, ev.At})
+				break
+			}
+		}
+	}
+	for _, rs := range by {
+		slices.SortFunc(rs, func(a, b started) int { return a.at.Compare(b.at) })
+		for i, r := range rs {
+			f := facts[r.run]
+			f.Order = i + 1
+			facts[r.run] = f
+		}
+	}
 }

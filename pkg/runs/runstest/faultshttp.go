@@ -140,6 +140,23 @@ func (h *HTTPThreads) Run(ctx context.Context, id string) (RunView, error) {
 	return RunView{Status: r.Status, Discarded: r.Discarded, SupersededBy: r.SupersededBy, CancelRequested: r.CancelRequested, Messages: msgs}, err
 }
 
+// Events implements ThreadAPI.
+func (h *HTTPThreads) Events(ctx context.Context, id string) ([]RunEvent, error) {
+	var l struct {
+		Events []RunEvent `json:"events"`
+	}
+	code, err := h.do(ctx, "GET", "/v1/runs/"+url.PathEscape(id)+"/events", nil, &l)
+	switch {
+	case err != nil:
+		return nil, err
+	case code == http.StatusNotFound:
+		return nil, fmt.Errorf("run %s: %w", id, runs.ErrNotFound)
+	case code != http.StatusOK:
+		return nil, fmt.Errorf("events of run %s: %d", id, code)
+	}
+	return l.Events, nil
+}
+
 // Cancel implements ThreadAPI.
 func (h *HTTPThreads) Cancel(ctx context.Context, id string) error {
 	return h.change(ctx, id, "cancel", nil)

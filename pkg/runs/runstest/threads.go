@@ -276,6 +276,24 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
+	// Asking again with the same run_id (parallel: on moto each costs
+	// a second or so of waiting).
+	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
+		t.Run("RunIDIdempotent/"+string(st), func(t *testing.T) {
+			t.Parallel()
+			testRunIDIdempotent(t, newThreadEnv(t, newEnv), st)
+		})
+	}
+	t.Run("RunIDConcurrent", func(t *testing.T) {
+		t.Parallel()
+		testRunIDConcurrent(t, newThreadEnv(t, newEnv), 8)
+	})
+	for _, st := range []runs.Strategy{runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
+		t.Run("ClaimCut/"+string(st), func(t *testing.T) {
+			t.Parallel()
+			testClaimCut(t, newThreadEnv(t, newEnv), st)
+		})
+	}
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run(fmt.Sprintf("Concurrent%d/%s", n, st), func(t *testing.T) {
 			t.Parallel()
@@ -1176,4 +1194,219 @@ func threadHistoryPaged(t *testing.T, e *tenv, th string, limit int) []string {
 	}
 	t.Fatalf("history pages of %d never end", limit)
 	return nil
+}
+
+// testRunIDIdempotent: a client that names its run (run_id) may ask
+// again after a lost answer: the same request returns the run it created
+// (created false: nothing done twice, its writes in the thread once), a
+// different request under that id is a conflict that says so, and an id
+// that is not valid is refused with what is allowed. With strategy
+// reject, a refused create stored nothing: asking again is refused again.
+func testRunIDIdempotent(t *testing.T, e *tenv, st runs.Strategy) {
+	ctx := t.Context()
+	th := e.thread(t)
+	first, err := e.run(ctx, th, "block", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitInside(t)
+	id := uniq(t) + "-two"
+	req := runs.ThreadRunRequest{Graph: "chat", RunID: id, Input: json.RawMessage(`{"messages":["two"]}`), Strategy: st}
+	r1, created1, err1 := e.svc.CreateOnThread(ctx, th, req)
+	r2, created2, err2 := e.svc.CreateOnThread(ctx, th, req)
+	if st == runs.StrategyReject {
+		var busy *runs.BusyError
+		if !errors.As(err1, &busy) || !errors.As(err2, &busy) {
+			t.Fatalf("reject on a busy thread, twice: %v, %v; want BusyErrors", err1, err2)
+		}
+		if _, err := e.svc.Get(ctx, id); !errors.Is(err, runs.ErrNotFound) {
+			t.Errorf("a refused run was stored: %v", err)
+		}
+	} else {
+		if err1 != nil || err2 != nil {
+			t.Fatalf("create, then the same again: %v, %v", err1, err2)
+		}
+		if !created1 || created2 || r1.ID != id || r2.ID != id {
+			t.Errorf("create, then the same again: created %v (run %s), %v (run %s); want true, false, both %s", created1, r1.ID, created2, r2.ID, id)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		thread string
+		req    runs.ThreadRunRequest
+		want   error
+		says   string
+	}{
+		{"other input", th, runs.ThreadRunRequest{Graph: "chat", RunID: id, Input: json.RawMessage(`{"messages":["three"]}`), Strategy: st}, runs.ErrConflict, "already exists with a different"},
+		{"invalid id", th, runs.ThreadRunRequest{Graph: "chat", RunID: "-no", Input: json.RawMessage(`{"messages":["x"]}`), Strategy: st}, runs.ErrInvalid, "letters, digits"},
+		{"too long id", th, runs.ThreadRunRequest{Graph: "chat", RunID: strings.Repeat("a", 129), Input: json.RawMessage(`{"messages":["x"]}`), Strategy: st}, runs.ErrInvalid, "1 to 128"},
+	} {
+		if st == runs.StrategyReject && tc.want == runs.ErrConflict {
+			continue // nothing stored under the id
+		}
+		_, _, err := e.svc.CreateOnThread(ctx, tc.thread, tc.req)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want %v saying %q", tc.name, err, tc.want, tc.says)
+		}
+	}
+	e.open()
+	e.idle(t)
+	// A create asked again after its run ended: the same run, as it ended.
+	if st != runs.StrategyReject {
+		r3, created3, err := e.svc.CreateOnThread(ctx, th, req)
+		if err != nil || created3 || r3.ID != id || r3.Status != pregel.RunCompleted {
+			t.Errorf("the same create after the run ended: %s %s created %v, %v; want %s completed, not created", r3.ID, r3.Status, created3, err, id)
+		}
+		e.idle(t)
+	}
+	var want []string
+	switch st {
+	case runs.StrategyReject:
+		want = []string{"block", "re:block", "done"}
+	case runs.StrategyEnqueue:
+		want = []string{"block", "re:block", "done", "two", "re:two", "done"}
+	case runs.StrategyInterrupt:
+		want = []string{"block", "re:block", "two", "re:two", "done"}
+	case runs.StrategyRollback:
+		want = []string{"two", "re:two", "done"}
+	}
+	if got := e.messages(t, th); !slices.Equal(got, want) {
+		t.Errorf("%s asked twice: thread state = %v, want %v (its writes once)", st, got, want)
+	}
+	page, err := e.svc.ThreadRuns(ctx, th, runs.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantRuns := 1 + b2i(st != runs.StrategyReject); len(page.Runs) != wantRuns {
+		t.Errorf("%d runs on the thread, want %d (first %s)", len(page.Runs), wantRuns, first.ID)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// testRunIDConcurrent: n clients asking at once for the same named run,
+// on a thread and off one: one creates it, the others get it; it runs
+// once.
+func testRunIDConcurrent(t *testing.T, e *tenv, n int) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	p := uniq(t)
+	type answer struct {
+		id      string
+		created bool
+		err     error
+	}
+	ask := func(create func() (runs.Run, bool, error)) []answer {
+		out := make([]answer, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				r, c, err := create()
+				out[i] = answer{r.ID, c, err}
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	check := func(what, id string, as []answer) {
+		created := 0
+		for _, a := range as {
+			if a.err != nil {
+				t.Errorf("%s: %v", what, a.err)
+				continue
+			}
+			if a.id != id {
+				t.Errorf("%s: run %s, want %s", what, a.id, id)
+			}
+			if a.created {
+				created++
+			}
+		}
+		if created != 1 {
+			t.Errorf("%s: %d of %d answers say created, want 1", what, created, n)
+		}
+	}
+	onThread := p + "-on"
+	check("on a thread", onThread, ask(func() (runs.Run, bool, error) {
+		return e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", RunID: onThread, Input: json.RawMessage(`{"messages":["x"]}`), Strategy: runs.StrategyEnqueue})
+	}))
+	alone := p + "-alone"
+	check("off threads", alone, ask(func() (runs.Run, bool, error) {
+		return e.svc.Create(ctx, "chat", runs.CreateRequest{RunID: alone, Input: json.RawMessage(`{"messages":["y"]}`)})
+	}))
+	e.idle(t)
+	if got, want := e.messages(t, th), []string{"x", "re:x", "done"}; !slices.Equal(got, want) {
+		t.Errorf("thread after %d creates of one run: %v, want %v", n, got, want)
+	}
+	if r := e.get(t, onThread); r.Status != pregel.RunCompleted {
+		t.Errorf("run %s is %s, want completed", onThread, r.Status)
+	}
+	r := e.get(t, alone)
+	if r.Status != pregel.RunCompleted {
+		t.Errorf("run %s is %s, want completed", alone, r.Status)
+	}
+	cp, err := e.svc.Checkpoint(ctx, alone, pregel.Latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeMessages(t, cp.Values); !slices.Equal(got, []string{"y", "re:y", "done"}) {
+		t.Errorf("run %s created by %d clients at once: %v, want it run once", alone, n, got)
+	}
+}
+
+// testClaimCut: a create cut between its two writes (the thread's claim,
+// then the run's record), as when the server is killed there, asked
+// again with the same run id: the run is stored and does what its
+// strategy promises (an interrupt or rollback supersedes the active run),
+// as if the first request had finished. (A dev server started again
+// drops such a claim first: Service.RecoverClaims; the serverless api
+// does not, so the retry finds it.)
+func testClaimCut(t *testing.T, e *tenv, st runs.Strategy) {
+	ctx := t.Context()
+	th := e.thread(t)
+	first, err := e.run(ctx, th, "block", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitInside(t)
+	id := uniq(t) + "-two"
+	// The first request's claim, and nothing after it.
+	if _, err := runs.MutateThread(ctx, e.svc.Threads, th, func(t *runs.Thread) error {
+		next, _, err := runs.HandOff(*t, runs.HandOffEvent{Kind: runs.HandOffClaim, Run: id, Strategy: st})
+		*t = next
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r, created, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", RunID: id, Input: json.RawMessage(`{"messages":["two"]}`), Strategy: st})
+	if err != nil || !created || r.ID != id {
+		t.Fatalf("create asked again after a cut claim: %s created %v, %v; want %s created", r.ID, created, err, id)
+	}
+	if st == runs.StrategyRollback {
+		e.waitStatus(t, first.ID, pregel.RunCancelled) // its cancel stops the blocked node
+	}
+	e.open()
+	e.idle(t)
+	want := map[runs.Strategy][]string{
+		runs.StrategyEnqueue:   {"block", "re:block", "done", "two", "re:two", "done"},
+		runs.StrategyInterrupt: {"block", "re:block", "two", "re:two", "done"},
+		runs.StrategyRollback:  {"two", "re:two", "done"},
+	}[st]
+	if got := e.messages(t, th); !slices.Equal(got, want) {
+		t.Errorf("%s asked again after a cut claim: thread state = %v, want %v", st, got, want)
+	}
+	if r := e.get(t, id); r.Status != pregel.RunCompleted {
+		t.Errorf("run %s is %s, want completed", id, r.Status)
+	}
+	if st != runs.StrategyEnqueue {
+		if r1 := e.get(t, first.ID); r1.SupersededBy != id {
+			t.Errorf("%s: first run superseded by %q, want %s", st, r1.SupersededBy, id)
+		}
+	}
 }
