@@ -39,6 +39,15 @@ const (
 	// HandOffRelease: a run that could not be stored, or a queued run that
 	// was cancelled, leaves the thread without having held it for any step.
 	HandOffRelease HandOffKind = "release"
+	// HandOffDrop: the claim of a run whose creator stalled (or stopped)
+	// for StaleClaim between claiming the thread and storing the run is
+	// dropped. The caller first stores the run's record cancelled in its
+	// creator's place (a create-if-absent write, see repairClaim): the
+	// creator's own store of it then fails, so the run can never start.
+	// The run leaves the thread as a released one does (the head stays; an
+	// active one's place goes to the first queued run: effect start it),
+	// and a pending supersede in its name is dropped with it.
+	HandOffDrop HandOffKind = "drop"
 )
 
 // HandOffEvent is one event of a thread's hand-off.
@@ -125,7 +134,11 @@ func HandOff(t Thread, ev HandOffEvent) (Thread, HandOffEffect, error) {
 			eff.Start, eff.Base = t.Active, cloneRef(t.Head)
 		}
 		return t, eff, nil
-	case HandOffRelease:
+	case HandOffRelease, HandOffDrop:
+		if ev.Kind == HandOffDrop && t.Superseding != nil && t.Superseding.Pending && t.Superseding.Run == ev.Run {
+			// A run that will never exist supersedes nothing.
+			t.Superseding = nil
+		}
 		switch {
 		case t.Active == ev.Run:
 			t.Active, t.Superseding = "", nil
@@ -143,7 +156,7 @@ func HandOff(t Thread, ev HandOffEvent) (Thread, HandOffEffect, error) {
 		}
 		return t, eff, nil
 	}
-	return t, eff, fmt.Errorf("hand-off event %q is not one of claim, pass_on, release: %w", ev.Kind, ErrInvalid)
+	return t, eff, fmt.Errorf("hand-off event %q is not one of claim, pass_on, release, drop: %w", ev.Kind, ErrInvalid)
 }
 
 func cloneRef(r *StepRef) *StepRef {

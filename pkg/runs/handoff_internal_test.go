@@ -61,6 +61,19 @@ func TestHandOffTable(t *testing.T) {
 			Thread{ID: "t", Active: "b", Queue: []string{"d"}}, HandOffEffect{}, nil},
 		{"release unknown", Thread{ID: "t", Active: "b"}, HandOffEvent{Kind: HandOffRelease, Run: "z"},
 			Thread{ID: "t", Active: "b"}, HandOffEffect{}, errStop},
+		// A stale claim dropped (its run stored cancelled in its
+		// creator's place): it leaves as a released run, the head stays,
+		// and a pending supersede in its name goes with it.
+		{"drop active", Thread{ID: "t", Head: h, Active: "b", Queue: []string{"c"}, Superseding: &Superseding{Run: "c", Strategy: StrategyInterrupt, Pending: true}}, HandOffEvent{Kind: HandOffDrop, Run: "b"},
+			Thread{ID: "t", Head: h, Active: "c"}, HandOffEffect{Start: "c", Base: h}, nil},
+		{"drop active alone", Thread{ID: "t", Head: h, Active: "b"}, HandOffEvent{Kind: HandOffDrop, Run: "b"},
+			Thread{ID: "t", Head: h}, HandOffEffect{}, nil},
+		{"drop queued superseding", Thread{ID: "t", Head: h, Active: "b", Queue: []string{"c", "d"}, Superseding: &Superseding{Run: "c", Strategy: StrategyRollback, Pending: true}}, HandOffEvent{Kind: HandOffDrop, Run: "c"},
+			Thread{ID: "t", Head: h, Active: "b", Queue: []string{"d"}}, HandOffEffect{}, nil},
+		{"drop queued after supersede written", Thread{ID: "t", Active: "b", Queue: []string{"c", "d"}, Superseding: &Superseding{Run: "c", Strategy: StrategyRollback}}, HandOffEvent{Kind: HandOffDrop, Run: "d"},
+			Thread{ID: "t", Active: "b", Queue: []string{"c"}, Superseding: &Superseding{Run: "c", Strategy: StrategyRollback}}, HandOffEffect{}, nil},
+		{"drop gone", Thread{ID: "t", Head: h, Active: "c"}, HandOffEvent{Kind: HandOffDrop, Run: "b"},
+			Thread{ID: "t", Head: h, Active: "c"}, HandOffEffect{}, errStop},
 		{"unknown event", Thread{ID: "t"}, HandOffEvent{Kind: "steal", Run: "z"},
 			Thread{ID: "t"}, HandOffEffect{}, ErrInvalid},
 	}

@@ -447,6 +447,9 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	}
 
 	if old, err := s.Runs.GetRun(ctx, req.RunID); err == nil {
+		if claimDropped(old) {
+			return Run{}, false, claimDroppedError(old)
+		}
 		if old.ThreadID != threadID || old.Graph != req.Graph || !bytes.Equal(old.Input, input) {
 			return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
 		}
@@ -466,7 +469,8 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	if _, err := s.passOnStopped(ctx, t); err != nil {
 		return Run{}, false, err
 	}
-	if t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
+	if t.Active != "" && t.Active != req.RunID && s.now().Sub(t.UpdatedAt) > StaleClaim {
+		// (A claim of this very run is a retry's own: it stands.)
 		if err := s.repairClaim(ctx, threadID); err != nil {
 			return Run{}, false, err
 		}
@@ -498,6 +502,11 @@ func (s *Service) CreateOnThread(ctx context.Context, threadID string, req Threa
 	if err != nil {
 		s.unclaim(ctx, threadID, req.RunID)
 		return Run{}, false, fmt.Errorf("store run: %w", err)
+	}
+	if !created && claimDropped(r) {
+		// This call stalled past StaleClaim and its claim was dropped:
+		// the run was stored cancelled in its place, and must not start.
+		return Run{}, false, claimDroppedError(r)
 	}
 	if !created && (r.ThreadID != threadID || r.Graph != req.Graph || !bytes.Equal(r.Input, input)) {
 		return Run{}, false, fmt.Errorf("run %q already exists with a different thread, graph or input; choose another run_id: %w", req.RunID, ErrConflict)
@@ -876,8 +885,9 @@ func (s *Service) ThreadRuns(ctx context.Context, id string, f Filter) (Page, er
 // It also ends a pending run of a thread that its thread no longer names
 // (neither active nor queued): a cancel cut short between its two
 // writes (the queue's, then the run's: a crash, or a failed store call)
-// leaves one so, as may a claim dropped as stale (dropStaleClaim,
-// RecoverClaims) under a creator that stored its run after all. Only
+// leaves one so, as may a claim dropped by RecoverClaims under a creator
+// that stored its run after all (dropStaleClaim stores the run cancelled
+// first, so its creator cannot). Only
 // the thread makes a run active, and a run that left it never comes
 // back, so nothing would ever start or end such a run: without this it
 // stayed pending for ever, its cancel requested.
@@ -1162,9 +1172,11 @@ func (s *Service) UpdateState(ctx context.Context, id string, req UpdateStateReq
 	now := s.now()
 	r := Run{ID: runID, Graph: req.Graph, Status: pregel.RunPending, Input: values, ContextID: id, ThreadID: id, AsNode: req.AsNode, Base: head, CreatedAt: now, UpdatedAt: now,
 		Events: []Event{{At: now, Type: EventCreated, Status: pregel.RunPending}}}
-	if _, _, err := s.Runs.CreateRun(ctx, r); err != nil {
+	if stored, created, err := s.Runs.CreateRun(ctx, r); err != nil {
 		s.unclaim(ctx, id, runID)
 		return ThreadState{}, fmt.Errorf("store update: %w", err)
+	} else if !created && claimDropped(stored) {
+		return ThreadState{}, fmt.Errorf("thread %q's state was not updated: the update stopped for over %s after claiming the thread, which went on without it; update it again: %w", id, StaleClaim, ErrConflict)
 	}
 	if err := s.seed(ctx, cp, head); err != nil {
 		s.unclaim(ctx, id, runID)
@@ -1214,54 +1226,85 @@ const StaleClaim = time.Minute
 // repairClaim repairs a thread that has not changed for StaleClaim while
 // a run holds it: if that run has left the thread but its hand-off never
 // happened (the caller of RunStopped failed and nothing called it again),
-// it passes the thread on; otherwise it stores the thread without a stale
-// claim (dropStaleClaim) and starts the run put in its place.
+// it passes the thread on; if the run has no record, its creator stalled
+// or stopped between claiming the thread and storing it, and its claim is
+// dropped (dropStaleClaim), with those of the queued runs after it that
+// have no record either (they are as old), and the run whose turn it then
+// is starts.
 func (s *Service) repairClaim(ctx context.Context, threadID string) error {
-	if t, err := s.Threads.GetThread(ctx, threadID); err == nil && t.Active != "" {
-		if r, err := s.Runs.GetRun(ctx, t.Active); err == nil && leftThread(r) {
-			s.logger().Warn("thread still held by a run that left it; passing it on", "thread_id", threadID, "run_id", r.ID, "status", r.Status)
-			return s.RunStopped(ctx, r)
-		}
-	}
-	var promoted string
-	_, err := MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
-		before := t.Active
-		promoted = s.dropStaleClaim(ctx, t)
-		if t.Active == before {
-			return errStop
-		}
-		return nil
-	})
-	if errors.Is(err, errStop) {
-		return nil
-	}
-	if err != nil {
+	t, err := s.Threads.GetThread(ctx, threadID)
+	if err != nil || t.Active == "" || s.now().Sub(t.UpdatedAt) <= StaleClaim {
 		return err
 	}
-	if promoted == "" {
-		return nil
+	if r, err := s.Runs.GetRun(ctx, t.Active); err == nil && leftThread(r) {
+		s.logger().Warn("thread still held by a run that left it; passing it on", "thread_id", threadID, "run_id", r.ID, "status", r.Status)
+		return s.RunStopped(ctx, r)
 	}
-	return s.startIfActive(ctx, threadID, promoted)
+	for _, id := range append([]string{t.Active}, t.Queue...) {
+		dropped, err := s.dropStaleClaim(ctx, threadID, id)
+		if err != nil || !dropped {
+			return err
+		}
+	}
+	return nil
 }
 
-// dropStaleClaim takes off t a claim left by a creator that stopped
-// before storing its run: the active run, if its record does not exist and
-// the thread has not changed for StaleClaim, with the next queued run in
-// its place, which it returns (to be started once t is stored).
-func (s *Service) dropStaleClaim(ctx context.Context, t *Thread) (promoted string) {
-	for t.Active != "" && s.now().Sub(t.UpdatedAt) > StaleClaim {
-		_, err := s.Runs.GetRun(ctx, t.Active)
-		if !errors.Is(err, ErrNotFound) {
-			return promoted // the run exists (or cannot be read): the claim stands
-		}
-		s.logger().Warn("thread claimed by a run that was never stored; passing it on", "thread_id", t.ID, "run_id", t.Active)
-		t.Active, t.Superseding, promoted = "", nil, ""
-		if len(t.Queue) > 0 {
-			t.Active, t.Queue = t.Queue[0], t.Queue[1:]
-			promoted = t.Active
+// claimDroppedReason is the Error of the record dropStaleClaim stores in
+// place of a run that was never stored.
+const claimDroppedReason = "its creator stopped for over a minute between claiming the thread and storing the run, so the thread went on without it"
+
+// dropStaleClaim drops the stale claim of run id on thread threadID if
+// the run has no record. A creator may still be at work, only stalled, and
+// store and start the run at any moment, so the claim is not simply
+// dropped: the run's record is first stored, cancelled, by the same
+// create-if-absent write its creator uses. Exactly one of the two stores
+// it: if the creator did, the claim stands (dropped is false); otherwise
+// its creator's store finds the cancelled record and gives up (see
+// CreateOnThread), so the run never starts, and the claim leaves the
+// thread (HandOffDrop), the run whose turn it is then starting.
+func (s *Service) dropStaleClaim(ctx context.Context, threadID, id string) (dropped bool, err error) {
+	now := s.now()
+	r, created, err := s.Runs.CreateRun(ctx, Run{
+		ID: id, Status: pregel.RunCancelled, ContextID: threadID, ThreadID: threadID, Error: claimDroppedReason, CreatedAt: now, UpdatedAt: now,
+		Events: []Event{{At: now, Type: EventCancelled, Status: pregel.RunCancelled, Detail: claimDroppedReason}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("store run %q, whose claim of thread %q is stale, cancelled: %w", id, threadID, err)
+	}
+	if !created && !claimDropped(r) {
+		return false, nil // its creator stored it: the claim stands
+	}
+	s.logger().Warn("thread claimed by a run that was never stored; its claim is dropped", "thread_id", threadID, "run_id", id)
+	var eff HandOffEffect
+	_, err = MutateThread(ctx, s.Threads, threadID, func(t *Thread) error {
+		next, e, err := HandOff(*t, HandOffEvent{Kind: HandOffDrop, Run: id})
+		*t, eff = next, e
+		return err
+	})
+	if errors.Is(err, errStop) {
+		return true, nil // off the thread already (a cancel, or another repair)
+	}
+	if err != nil {
+		return false, fmt.Errorf("drop the stale claim of run %q on thread %q: %w", id, threadID, err)
+	}
+	if eff.Start != "" {
+		if err := s.startIfActive(ctx, threadID, eff.Start); err != nil {
+			return true, err
 		}
 	}
-	return promoted
+	return true, nil
+}
+
+// claimDropped reports whether r is the record dropStaleClaim stored in
+// place of a run whose creator lost its claim: it never ran.
+func claimDropped(r Run) bool {
+	return r.Status == pregel.RunCancelled && r.Graph == "" && r.Error == claimDroppedReason
+}
+
+// claimDroppedError refuses a create whose claim of its thread was dropped
+// as stale (the record r stands in for its run).
+func claimDroppedError(r Run) error {
+	return fmt.Errorf("run %q was not created: the request stopped for over %s between claiming thread %q and storing the run, and the thread went on without it (the run id is taken, by a cancelled run); create the run again with a new run_id: %w", r.ID, StaleClaim, r.ThreadID, ErrConflict)
 }
 
 // threadIncompatible says why a thread's state does not fit the graph now,

@@ -230,7 +230,10 @@ func threadsLinearizableDisorder(t *testing.T, invoke bool) {
 	})
 	api := &runstest.HTTPThreads{URL: func() string { return s.url }, Graph: "lin-chat"}
 	start := time.Now()
-	res := runstest.CheckFaults(t, runstest.FaultConfig{Threads: threads, Clients: clients, Ops: ops, Seed: seed, Strict: true, Settle: 60 * time.Second, Poll: 50 * time.Millisecond}, api)
+	// SUPERSTEP_FAULTS_CHECK_TIMEOUT bounds the checker (default 5m): a
+	// long run's histories may need longer for a verdict.
+	checkTimeout, _ := time.ParseDuration(os.Getenv("SUPERSTEP_FAULTS_CHECK_TIMEOUT"))
+	res := runstest.CheckFaults(t, runstest.FaultConfig{Threads: threads, Clients: clients, Ops: ops, Seed: seed, Strict: true, Settle: 60 * time.Second, Poll: 50 * time.Millisecond, Timeout: checkTimeout}, api)
 	t.Logf("%d AWS requests", s.meter.Snapshot().Total().Requests)
 	t.Logf("SQS disorder: %d messages taken, %d deliveries: %d duplicated, %d late duplicates, %d delayed, %d overtaken, %d failed and delivered again; %d clients on %d threads: %s; test %v",
 		d.received.Load(), d.delivered.Load(), d.duplicated.Load(), d.late.Load(), d.delayed.Load(), d.reordered.Load(), d.failed.Load(), threads*clients, threads, res, time.Since(start).Round(time.Millisecond))

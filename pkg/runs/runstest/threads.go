@@ -273,6 +273,14 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 			return env
 		}), cut)
 	})
+	t.Run("StalledCreator", func(t *testing.T) {
+		stall := &stallRuns{}
+		testStalledCreator(t, newThreadEnv(t, func(t *testing.T) ThreadEnv {
+			env := newEnv(t)
+			stall.Store, env.Runs = env.Runs, stall
+			return env
+		}), stall)
+	})
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
@@ -313,6 +321,9 @@ type tenv struct {
 	// order keeps the thread records' versions (the order in which
 	// runs took their threads).
 	order *orderLog
+	// skew moves the Service's clock ahead of the wall clock (a
+	// time.Duration): a test ages a claim without waiting.
+	skew atomic.Int64
 }
 
 // chatState is the state of the suite's graph.
@@ -360,7 +371,8 @@ func newThreadEnv(t *testing.T, newEnv func(t *testing.T) ThreadEnv) *tenv {
 	}
 	log := slog.New(slog.DiscardHandler)
 	e.order = newOrderLog(st.Threads)
-	e.svc = &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: e.order, Logger: log}
+	e.svc = &runs.Service{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Threads: e.order, Logger: log,
+		Now: func() time.Time { return time.Now().Add(time.Duration(e.skew.Load())) }}
 	e.sched = embedded.NewScheduler(embedded.SchedulerConfig{Graphs: reg, Runs: st.Runs, Checkpoints: st.Checkpoints, Concurrency: 4, Logger: log, OnStop: e.svc.RunStopped, StartThreadRun: e.svc.StartThreadRun})
 	e.svc.Dispatcher = e.sched
 	ctx, cancel := context.WithCancel(context.Background())
@@ -1408,5 +1420,113 @@ func testClaimCut(t *testing.T, e *tenv, st runs.Strategy) {
 		if r1 := e.get(t, first.ID); r1.SupersededBy != id {
 			t.Errorf("%s: first run superseded by %q, want %s", st, r1.SupersededBy, id)
 		}
+	}
+}
+
+// stallRuns is a run store whose next creation of one run's record waits
+// until released: a creator stalled between claiming its thread and
+// storing its run.
+type stallRuns struct {
+	runs.Store
+	mu               sync.Mutex
+	id               string
+	reached, release chan struct{}
+}
+
+// arm stalls the next CreateRun of run id: reached is closed when it
+// starts waiting, closing release lets it go on.
+func (s *stallRuns) arm(id string) (reached, release chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.reached, s.release = id, make(chan struct{}), make(chan struct{})
+	return s.reached, s.release
+}
+
+// CreateRun implements runs.Store.
+func (s *stallRuns) CreateRun(ctx context.Context, r runs.Run) (runs.Run, bool, error) {
+	s.mu.Lock()
+	stall := s.id != "" && s.id == r.ID
+	reached, release := s.reached, s.release
+	if stall {
+		s.id = ""
+	}
+	s.mu.Unlock()
+	if stall {
+		close(reached)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return runs.Run{}, false, ctx.Err()
+		}
+	}
+	return s.Store.CreateRun(ctx, r)
+}
+
+// testStalledCreator: a creator that stalls for over StaleClaim between
+// claiming its thread and storing its run loses its claim to the next
+// create (dropStaleClaim), and must then neither store nor start its run:
+// it gets a conflict, the run is recorded cancelled, never executes, and
+// the thread has one active run at a time (issue 22: a stalled creator
+// stored its run after its claim was dropped and started it beside the
+// thread's new active run).
+func testStalledCreator(t *testing.T, e *tenv, stall *stallRuns) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	e.mustRun(t, th, "hello")
+	id := uniq(t) + "stalled"
+	reached, release := stall.arm(id)
+	type result struct {
+		r   runs.Run
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", RunID: id, Input: json.RawMessage(`{"messages":["stalled"]}`)})
+		done <- result{r, err}
+	}()
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stalled create never reached storing its run")
+	}
+	if got, err := e.svc.Threads.GetThread(ctx, th); err != nil || got.Active != id {
+		t.Fatalf("thread before the stall ends: active %q (%v), want the stalled run %s", got.Active, err, id)
+	}
+	// The creator stalls past StaleClaim: the next create drops its claim.
+	e.skew.Store(int64(runs.StaleClaim + time.Minute))
+	second, err := e.run(ctx, th, "second", "")
+	if err != nil {
+		t.Fatalf("create on a thread whose claim is stale: %v, want the claim dropped", err)
+	}
+	close(release)
+	var res result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stalled create did not return after its store call went on")
+	}
+	if !errors.Is(res.err, runs.ErrConflict) {
+		t.Errorf("stalled create after its claim was dropped: run %q %s, err %v; want a conflict (the thread went on without it)", res.r.ID, res.r.Status, res.err)
+	}
+	e.idle(t)
+	if r := e.get(t, id); r.Status != pregel.RunCancelled {
+		t.Errorf("stalled run is %s, want cancelled: its claim was dropped", r.Status)
+	}
+	if _, err := e.svc.Checkpoints.Load(ctx, id, 0); !errors.Is(err, pregel.ErrNotFound) {
+		t.Errorf("stalled run's step 0: %v, want none: a run whose claim was dropped must not start", err)
+	}
+	if r := e.get(t, second.ID); r.Status != pregel.RunCompleted {
+		t.Errorf("run after the drop is %s, want completed", r.Status)
+	}
+	if got, want := e.messages(t, th), []string{"hello", "re:hello", "done", "second", "re:second", "done"}; !slices.Equal(got, want) {
+		t.Errorf("thread after the stalled create: %v, want %v", got, want)
+	}
+	if got, err := e.svc.Threads.GetThread(ctx, th); err != nil || got.Active != "" || len(got.Queue) > 0 {
+		t.Errorf("thread after the runs: active %q, queue %v (%v), want idle", got.Active, got.Queue, err)
+	}
+	// Its retry gets the same answer: the run id stays taken, cancelled.
+	if _, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", RunID: id, Input: json.RawMessage(`{"messages":["stalled"]}`)}); !errors.Is(err, runs.ErrConflict) {
+		t.Errorf("retry of the stalled create: %v, want a conflict", err)
 	}
 }
