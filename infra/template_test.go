@@ -569,7 +569,10 @@ func TestFunctionPermissions(t *testing.T) {
 	}{
 		{"ApiFunction", []string{"EventsDeadLetterQueue", "TickQueue"}, []string{"StartQueue"}},
 		{"TickFunction", []string{"NodeQueue", "TickQueue"}, []string{"TickQueue"}},
-		{"NodeFunction", []string{"NodeQueue", "TickQueue"}, []string{"NodeQueue"}},
+		// NodeDeadLetterQueue: the on-failure destination of the node
+		// function's asynchronous invocations (NodeDispatch invoke),
+		// which Lambda writes with the function's own role.
+		{"NodeFunction", []string{"NodeDeadLetterQueue", "NodeQueue", "TickQueue"}, []string{"NodeQueue"}},
 		{"SweepFunction", []string{"SweepDeadLetterQueue"}, nil},
 	} {
 		if got := roleGrants(t, tp, tt.fn, "sqs:SendMessage"); !slices.Equal(got, tt.send) {
