@@ -706,7 +706,25 @@ func (s *Service) startIfActive(ctx context.Context, threadID, runID string) err
 	if r.Status != pregel.RunPending {
 		return nil
 	}
+	_, lerr := s.Checkpoints.Load(ctx, runID, 0)
+	if lerr != nil && !errors.Is(lerr, pregel.ErrNotFound) {
+		return lerr
+	}
+	started := lerr == nil
 	if r.CancelRequested {
+		if !started && !r.Discarded {
+			// Another call may be starting the run at this moment: it
+			// read the run pending before the cancel, and commits its
+			// step 0 after this call looked for it. The thread would
+			// then be passed on without that step, which the run's
+			// values show (issue 22, the dev SIGKILL run). Commit an
+			// empty step 0 here first (the thread's head, none of the
+			// run's input): of two commits of step 0 one wins, and the
+			// pass-on finds whichever did.
+			if err := s.fenceStart(ctx, t.Head, r); err != nil {
+				return err
+			}
+		}
 		r, err = s.mutateRun(ctx, runID, func(r *Run) error {
 			if r.Status != pregel.RunPending {
 				return errStop
@@ -722,26 +740,59 @@ func (s *Service) startIfActive(ctx context.Context, threadID, runID string) err
 		}
 		return s.RunStopped(ctx, r)
 	}
-	if _, err := s.Checkpoints.Load(ctx, runID, 0); err == nil {
+	if started {
 		return s.Dispatcher.Dispatch(ctx, r) // started before; dispatch again
-	} else if !errors.Is(err, pregel.ErrNotFound) {
-		return err
 	}
 	g, err := s.Graphs.lookup(r.Graph)
 	if err != nil {
 		return s.failStart(ctx, r, err.Error())
 	}
 	base := t.Head
-	if base != nil && r.Base == nil {
-		if r, err = s.mutateRun(ctx, runID, func(r *Run) error {
-			b := *base
-			r.Base = &b
-			return nil
-		}); err != nil {
-			return err
-		}
+	if r, err = s.setBase(ctx, r, base); err != nil {
+		return err
 	}
 	return s.start(ctx, g, r, base)
+}
+
+// setBase records base, the thread's head, as the Base of run r, which
+// holds its thread.
+func (s *Service) setBase(ctx context.Context, r Run, base *StepRef) (Run, error) {
+	if base == nil || r.Base != nil {
+		return r, nil
+	}
+	return s.mutateRun(ctx, r.ID, func(r *Run) error {
+		b := *base
+		r.Base = &b
+		return nil
+	})
+}
+
+// fenceStart commits an empty step 0 for run r, which holds its thread,
+// never started and is being cancelled: the state of base (the thread's
+// head) with none of the run's input, so that a start of the run that
+// raced the cancel cannot commit the run's own step 0 after the cancel
+// passed the thread on without it. A run whose graph is gone, or whose
+// thread's state it cannot continue, gets none (it could not start).
+func (s *Service) fenceStart(ctx context.Context, base *StepRef, r Run) error {
+	g, err := s.Graphs.lookup(r.Graph)
+	if err != nil {
+		return nil
+	}
+	cp0, err := s.load(ctx, base)
+	if err != nil {
+		return err
+	}
+	cp, err := g.ContinueFrom(ctx, r.ID, cp0, nil)
+	if err != nil {
+		return nil
+	}
+	if _, err := s.setBase(ctx, r, base); err != nil {
+		return err
+	}
+	if err := s.seed(ctx, cp, base); err != nil && !errors.Is(err, pregel.ErrStepConflict) {
+		return fmt.Errorf("store step 0: %w", err)
+	}
+	return nil
 }
 
 // start builds the step 0 of run r, which holds its thread and has base

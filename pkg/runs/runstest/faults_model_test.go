@@ -77,6 +77,24 @@ func TestFaultModelUnknownOutcomes(t *testing.T) {
 			wait("askA", 10, 20, "interrupted"),
 			read(30, 40, "askA"),
 		}, nil, porcupine.Ok},
+		{"a cancel as the last step was done", []porcupine.Operation{
+			create("a", runs.StrategyEnqueue, 0, 5, linOutput{}),
+			cancel("a", 6, 8, linOutput{}),
+			read(10, 20, "a", "re:a", "done"),
+			wait("a", 30, 40, "cancelled"),
+		}, map[string]runFact{"a": {Status: "cancelled", Writes: 3}}, porcupine.Ok},
+		{"a run cancelled with all its writes keeps them", []porcupine.Operation{
+			create("a", runs.StrategyEnqueue, 0, 5, linOutput{}),
+			cancel("a", 6, 8, linOutput{}),
+			read(10, 20, "a", "re:a", "done"),
+			wait("a", 30, 40, "cancelled"),
+			read(50, 60),
+		}, map[string]runFact{"a": {Status: "cancelled", Writes: 3}}, porcupine.Illegal},
+		{"no cancel, no cancelled run with all its writes", []porcupine.Operation{
+			create("a", runs.StrategyEnqueue, 0, 5, linOutput{}),
+			read(10, 20, "a", "re:a", "done"),
+			wait("a", 30, 40, "cancelled"),
+		}, map[string]runFact{"a": {Status: "cancelled", Writes: 3}}, porcupine.Illegal},
 		{"no cancel, no cancelled run", []porcupine.Operation{
 			create("a", runs.StrategyEnqueue, 0, 5, linOutput{}),
 			wait("a", 10, 20, "cancelled"),

@@ -355,6 +355,19 @@ func (lm *linModel) internal(c *cfg) []*cfg {
 		ends("discarded") // even with its last step done: it says so
 	case c.done == 3:
 		ends("completed")
+		if c.cancel {
+			// The cancel came as its last step was done, before its
+			// record said completed (the executor checks for a cancel
+			// before it finds nothing left to run, and a run whose
+			// last step was committed before a SIGKILL is cancelled
+			// when dev starts again): it ends cancelled, its steps in
+			// the thread, as a run cancelled earlier keeps its steps.
+			if c.sup == runs.StrategyInterrupt {
+				ends("kept")
+			} else {
+				ends("cancelled")
+			}
+		}
 	case c.sup == runs.StrategyInterrupt && (c.done > 0 || c.cancel):
 		ends("kept") // drained at a boundary, or cancelled: its steps stay
 	case c.cancel:

@@ -281,6 +281,14 @@ func Strategies(t *testing.T, n int, newEnv func(t *testing.T) ThreadEnv) {
 			return env
 		}), stall)
 	})
+	t.Run("CancelRacesStart", func(t *testing.T) {
+		stall := &stallSeed{}
+		testCancelRacesStart(t, newThreadEnv(t, func(t *testing.T) ThreadEnv {
+			env := newEnv(t)
+			env.Checkpoints = stall.wrap(env.Checkpoints)
+			return env
+		}), stall)
+	})
 	for _, st := range []runs.Strategy{runs.StrategyReject, runs.StrategyEnqueue, runs.StrategyInterrupt, runs.StrategyRollback} {
 		t.Run("One/"+string(st), func(t *testing.T) { testOneWaiting(t, newThreadEnv(t, newEnv), st) })
 	}
@@ -1528,5 +1536,163 @@ func testStalledCreator(t *testing.T, e *tenv, stall *stallRuns) {
 	// Its retry gets the same answer: the run id stays taken, cancelled.
 	if _, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", RunID: id, Input: json.RawMessage(`{"messages":["stalled"]}`)}); !errors.Is(err, runs.ErrConflict) {
 		t.Errorf("retry of the stalled create: %v, want a conflict", err)
+	}
+}
+
+// stallSeed stalls the commit of one run's step 0, the step a thread run
+// is started from (Service.start), until the test releases it.
+type stallSeed struct {
+	pregel.Checkpointer
+	mu               sync.Mutex
+	id               string
+	reached, release chan struct{}
+}
+
+// stallSeeder is a stallSeed over a store that seeds step 0 from its base
+// (runs.Seeder), which the Service uses when it can.
+type stallSeeder struct {
+	*stallSeed
+	seeder runs.Seeder
+}
+
+// CommitFrom implements runs.Seeder.
+func (s stallSeeder) CommitFrom(ctx context.Context, cp *pregel.Checkpoint, base runs.StepRef) error {
+	if err := s.wait(ctx, cp); err != nil {
+		return err
+	}
+	return s.seeder.CommitFrom(ctx, cp, base)
+}
+
+// wrap returns the store to give the Service: s over cp, a runs.Seeder if
+// cp is one.
+func (s *stallSeed) wrap(cp pregel.Checkpointer) pregel.Checkpointer {
+	s.Checkpointer = cp
+	if sd, ok := cp.(runs.Seeder); ok {
+		return stallSeeder{s, sd}
+	}
+	return s
+}
+
+// arm stalls the next commit of run id's step 0: reached is closed when it
+// starts waiting, closing release lets it go on.
+func (s *stallSeed) arm(id string) (reached, release chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.reached, s.release = id, make(chan struct{}), make(chan struct{})
+	return s.reached, s.release
+}
+
+func (s *stallSeed) wait(ctx context.Context, cp *pregel.Checkpoint) error {
+	s.mu.Lock()
+	stall := s.id != "" && s.id == cp.RunID && cp.Step == 0
+	reached, release := s.reached, s.release
+	if stall {
+		s.id = ""
+	}
+	s.mu.Unlock()
+	if !stall {
+		return nil
+	}
+	close(reached)
+	select {
+	case <-release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Commit implements pregel.Checkpointer.
+func (s *stallSeed) Commit(ctx context.Context, cp *pregel.Checkpoint) error {
+	if err := s.wait(ctx, cp); err != nil {
+		return err
+	}
+	return s.Checkpointer.Commit(ctx, cp)
+}
+
+// testCancelRacesStart: a client cancels a run that its thread's hand-off
+// made active while the hand-off is starting it, between the starter's
+// check that the run is pending and its commit of the run's step 0. The
+// cancel ends the never-started run itself (Cancel, startIfActive) and
+// passes the thread on; the starter then commits step 0 anyway. The run's
+// record and its thread must agree: its step 0 (its input, which its
+// values show) is in the thread, or it has none (issue 22, found by the
+// dev SIGKILL linearizability run: a cancelled run superseded by an
+// interrupt, "kept" with one write, whose write no read of its thread
+// ever showed).
+func testCancelRacesStart(t *testing.T, e *tenv, stall *stallSeed) {
+	e.open()
+	ctx := t.Context()
+	th := e.thread(t)
+	e.mustRun(t, th, "hello")
+	// a waits at its interrupt, holding the thread; b queues behind it.
+	a, err := e.run(ctx, th, "ask-a", runs.StrategyEnqueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(t, a.ID, pregel.RunInterrupted)
+	b := uniq(t) + "b"
+	if _, _, err := e.svc.CreateOnThread(ctx, th, runs.ThreadRunRequest{Graph: "chat", RunID: b, Input: json.RawMessage(`{"messages":["b"]}`), Strategy: runs.StrategyEnqueue}); err != nil {
+		t.Fatal(err)
+	}
+	// a's cancel passes the thread on to b and starts it; the start
+	// stalls before it commits b's step 0.
+	reached, release := stall.arm(b)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Cancel(ctx, a.ID)
+		done <- err
+	}()
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("a's cancel returned (%v) without starting b", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("b's start never reached committing its step 0")
+	}
+	// b is cancelled meanwhile: active, never started.
+	if _, err := e.svc.Cancel(ctx, b); err != nil {
+		t.Fatalf("cancel b: %v", err)
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("cancel a: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a's cancel did not return after b's step 0 went on")
+	}
+	e.idle(t)
+	rb := e.waitStatus(t, b, pregel.RunCancelled, pregel.RunCompleted, pregel.RunFailed)
+	if rb.Status != pregel.RunCancelled || rb.Discarded {
+		t.Errorf("b is %s (discarded %v), want cancelled: a client cancelled it", rb.Status, rb.Discarded)
+	}
+	msgs := e.messages(t, th)
+	var own []string // b's messages, as its values show them
+	switch cp, err := e.svc.Checkpoint(ctx, b, pregel.Latest); {
+	case errors.Is(err, runs.ErrNotFound) || errors.Is(err, pregel.ErrNotFound):
+	case err != nil:
+		t.Fatal(err)
+	default:
+		if raw, ok := cp.Values["messages"]; ok {
+			if err := json.Unmarshal(raw, &own); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if shows, inThread := slices.Contains(own, "b"), slices.Contains(msgs, "b"); shows != inThread {
+		t.Errorf("b is cancelled, not discarded; its values %v (its step 0 committed: %v) and its thread %v disagree: a run's writes are in its thread, or its record says they were discarded", own, shows, msgs)
+	}
+	if got, want := msgs[:4], []string{"hello", "re:hello", "done", "ask-a"}; !slices.Equal(got, want) {
+		t.Errorf("thread %v, want it to start with %v", msgs, want)
+	}
+	if got, err := e.svc.Threads.GetThread(ctx, th); err != nil || got.Active != "" || len(got.Queue) > 0 {
+		t.Errorf("thread after the runs: active %q, queue %v (%v), want idle", got.Active, got.Queue, err)
+	}
+	// The thread goes on from where it is.
+	e.mustRun(t, th, "after")
+	if got := e.messages(t, th); !slices.Equal(got[len(got)-3:], []string{"after", "re:after", "done"}) {
+		t.Errorf("thread after one more run: %v", got)
 	}
 }
