@@ -159,24 +159,8 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use POST %s/message:send, then GET %s/tasks/{id}", rt.name, base, base)))
 		return
 	}
-	q, qerr := checkRESTQuery(rt, r.URL.Query())
-	if qerr != nil {
-		writeRESTError(w, http.StatusBadRequest, qerr)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeRESTError(w, http.StatusRequestEntityTooLarge, core.NewError(core.ErrInvalidRequest, fmt.Sprintf("the request is larger than %d bytes; send a smaller message", s.maxBody)))
-			return
-		}
-		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrParseError, "could not read the request body"))
-		return
-	}
-	body, rerr := checkRESTBody(rt, body)
-	if rerr != nil {
-		writeRESTError(w, http.StatusBadRequest, rerr)
+	q, body, ok := s.readRESTRequest(w, r, rt)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
@@ -206,6 +190,34 @@ func supportedREST(v string) bool {
 // may be named by its proto field name (history_length) as by its JSON
 // name (historyLength), not by both. It returns the query to hand on when
 // it differs from q (names rewritten to the JSON names the SDK reads),
+
+// readRESTRequest checks a REST request's query and reads and checks its
+// body for route rt (both bindings, 1.0 and 0.3). On a bad request it
+// writes the binding's error and returns ok false.
+func (s *Server) readRESTRequest(w http.ResponseWriter, r *http.Request, rt restRoute) (q url.Values, body []byte, ok bool) {
+	q, qerr := checkRESTQuery(rt, r.URL.Query())
+	if qerr != nil {
+		writeRESTError(w, http.StatusBadRequest, qerr)
+		return nil, nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRESTError(w, http.StatusRequestEntityTooLarge, core.NewError(core.ErrInvalidRequest, fmt.Sprintf("the request is larger than %d bytes; send a smaller message", s.maxBody)))
+			return nil, nil, false
+		}
+		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrParseError, "could not read the request body"))
+		return nil, nil, false
+	}
+	body, rerr := checkRESTBody(rt, body)
+	if rerr != nil {
+		writeRESTError(w, http.StatusBadRequest, rerr)
+		return nil, nil, false
+	}
+	return q, body, true
+}
+
 // else nil.
 func checkRESTQuery(rt restRoute, q url.Values) (url.Values, *core.Error) {
 	changed := false

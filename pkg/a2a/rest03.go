@@ -117,24 +117,8 @@ func (s *Server) serveREST03(w http.ResponseWriter, r *http.Request, a *agent, b
 		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrUnsupportedOperation, fmt.Sprintf("%s is not supported: this server does not stream (the agent card says streaming: false); use POST %s/message:send, then GET %s/tasks/{id}", rt.name, v1, v1)))
 		return
 	}
-	q, qerr := checkRESTQuery(rt, r.URL.Query())
-	if qerr != nil {
-		writeRESTError(w, http.StatusBadRequest, qerr)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeRESTError(w, http.StatusRequestEntityTooLarge, core.NewError(core.ErrInvalidRequest, fmt.Sprintf("the request is larger than %d bytes; send a smaller message", s.maxBody)))
-			return
-		}
-		writeRESTError(w, http.StatusBadRequest, core.NewError(core.ErrParseError, "could not read the request body"))
-		return
-	}
-	body, rerr := checkRESTBody(rt, body)
-	if rerr != nil {
-		writeRESTError(w, http.StatusBadRequest, rerr)
+	q, body, ok := s.readRESTRequest(w, r, rt)
+	if !ok {
 		return
 	}
 	// Push configs set here notify in 0.3's format, as those set with
