@@ -930,9 +930,9 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 		if cp != nil {
 			r.Step, r.Counters = cp.Step, cp.Counters
 		}
-		r.Status, r.Interrupts, r.Error, r.FailedNode = status, interrupts, msg, node
-		if status == pregel.RunCancelled {
-			r.CancelRequested = false
+		r.Status, r.Interrupts, r.Error, r.FailedNode = pausedOrCancelled(*r, status), interrupts, msg, node
+		if r.Status == pregel.RunCancelled {
+			r.CancelRequested, r.Interrupts = false, nil
 		}
 		return nil
 	})
@@ -944,6 +944,19 @@ func (h *Handler) finish(ctx context.Context, cp *pregel.Checkpoint, id string, 
 		h.traceStopped(ctx, rec)
 	}
 	return h.stopped(ctx, rec)
+}
+
+// pausedOrCancelled is the status a run that stops with status ends
+// with, given its record r as read in the write that stops it: a run
+// that would pause (interrupted, drained) while a cancel of it was asked
+// ends cancelled. The cancel may have arrived after the step read the
+// record; paused with the request still set, nothing would ever act on
+// it (the cancel of a paused run is carried out by the request itself).
+func pausedOrCancelled(r runs.Run, status pregel.RunStatus) pregel.RunStatus {
+	if r.CancelRequested && status.Resumable() {
+		return pregel.RunCancelled
+	}
+	return status
 }
 
 // adopt checks, when the run's state was written by other code than g,
@@ -993,7 +1006,11 @@ func (h *Handler) stopIncompatible(ctx context.Context, cp *pregel.Checkpoint, i
 		}
 		stopped = true
 		r.Step, r.Counters = cp.Step, cp.Counters
-		r.Status, r.DrainRequested, r.DrainReason, r.Interrupts = pregel.RunDrained, true, reason, nil
+		if r.Status, r.Interrupts = pausedOrCancelled(*r, pregel.RunDrained), nil; r.Status == pregel.RunCancelled {
+			r.CancelRequested = false
+			return nil
+		}
+		r.DrainRequested, r.DrainReason = true, reason
 		return nil
 	})
 	if err != nil {

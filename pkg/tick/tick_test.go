@@ -550,6 +550,38 @@ func TestTickDrainAndCancel(t *testing.T) {
 	})
 }
 
+// TestCancelWhileTheStepInterrupts: a cancel asked while the step that
+// interrupts runs (after the step read the run record) ends the run
+// cancelled, not interrupted with the request pending: nothing acts on a
+// request left on a paused run, and a client waiting for the run to end
+// would wait forever (stop 33's CI, the serverless disorder check).
+func TestCancelWhileTheStepInterrupts(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, true)
+	var asked atomic.Bool
+	e.ex.hook = func(nctx context.Context) {
+		if info, _ := pregel.TaskFrom(nctx); info.Node == "approve" && asked.CompareAndSwap(false, true) {
+			if _, err := e.svc.Cancel(ctx, "w"); err != nil {
+				t.Errorf("cancel: %v", err)
+			}
+		}
+	}
+	if _, _, err := e.svc.Create(ctx, "tickgraph", runs.CreateRequest{RunID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	e.drain(t, rand.New(rand.NewPCG(7, 8)), false)
+	r, err := e.svc.Get(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !asked.Load() {
+		t.Fatal("the approval node never ran")
+	}
+	if r.Status != pregel.RunCancelled || r.CancelRequested || len(r.Interrupts) > 0 {
+		t.Fatalf("run = %s (cancel requested %v, interrupts %v), want cancelled with nothing pending", r.Status, r.CancelRequested, r.Interrupts)
+	}
+}
+
 // take removes the first queued message that match accepts.
 func (q *chaosQueue) take(match func(message) bool) (message, bool) {
 	q.mu.Lock()
