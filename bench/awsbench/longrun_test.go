@@ -1,17 +1,23 @@
 package awsbench_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/superstep/superstep/pkg/pregel"
 	"github.com/superstep/superstep/pkg/runs"
@@ -76,6 +82,14 @@ func TestAWSLongRun(t *testing.T) {
 	d := deploy(t, true)
 	d.cfg.Chain = tick.Chain{Steps: chainLongSteps}
 	ctx := t.Context()
+	// Time each call by operation: the handlers' (DynamoDB and SQS) and
+	// the event source mappings' (SQS), to tell where a step's time goes.
+	lat := &latencyMeter{}
+	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, lat.Install)
+	esmCfg := d.plainCfg.Copy()
+	esmCfg.APIOptions = append(esmCfg.APIOptions, d.esmMeter.Install, d.queues.Install, lat.Install)
+	d.esm = sqs.NewFromConfig(esmCfg)
+	t.Logf("DynamoDB on %s, SQS on moto", dynamoEmulator())
 
 	id := fmt.Sprintf("long-%d", time.Now().UnixNano())
 	api := d.app(t, "api")
@@ -89,8 +103,9 @@ func TestAWSLongRun(t *testing.T) {
 		step int
 		t    tally
 		busy time.Duration
+		lat  latencies
 	}
-	points := []point{{step: 0, t: d.snapshot()}}
+	points := []point{{step: 0, t: d.snapshot(), lat: lat.snapshot()}}
 	var busy time.Duration
 	started := time.Now()
 	for {
@@ -108,7 +123,7 @@ func TestAWSLongRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		points = append(points, point{step: cp.Step, t: d.snapshot(), busy: busy})
+		points = append(points, point{step: cp.Step, t: d.snapshot(), busy: busy, lat: lat.snapshot()})
 		if long && len(points)%(window/chainLongSteps) == 1 {
 			// The figures of the last window so far, for a run cut short.
 			a, b := points[len(points)-1-window/chainLongSteps], points[len(points)-1]
@@ -116,6 +131,7 @@ func TestAWSLongRun(t *testing.T) {
 			t.Logf("steps %5d-%5d after %6s: %6.2f ms, %.3f requests (%.3f DynamoDB), %.1f bytes written per superstep",
 				a.step+1, b.step, time.Since(started).Round(time.Second), float64((b.busy-a.busy).Microseconds())/1e3/n,
 				(u.sum("ddb.req.")+u.sum("sqs.req."))/n, u.sum("ddb.req.")/n, (u["ddb.reqB.PutItem"]+u["ddb.reqB.UpdateItem"])/n)
+			t.Logf("    ms per call: %s", b.lat.sub(a.lat))
 		}
 	}
 	r, err := d.verify.GetRun(ctx, id)
@@ -181,6 +197,12 @@ func TestAWSLongRun(t *testing.T) {
 	if long {
 		rows[0].margin = 1.1
 	}
+	l1, l2 := points[firstEnd].lat.sub(points[first].lat), points[last].lat.sub(points[lastBegin].lat)
+	for _, op := range l2.names() {
+		a, b := l1[op], l2[op]
+		t.Logf("%-17s %9.3f ms %9.3f ms  %.3f  (ms per call; %.3f, %.3f calls per superstep)", op, a.mean(), b.mean(), b.mean()/a.mean(),
+			float64(a.calls)/float64(w1.steps), float64(b.calls)/float64(w2.steps))
+	}
 	for _, row := range rows {
 		ratio := row.b / row.a
 		t.Logf("%-17s %12.2f %12.2f  %.3f", row.name, row.a, row.b, ratio)
@@ -221,4 +243,100 @@ func stepItemBytes(t *testing.T, d *deployment, id string) map[int]int {
 		}
 	}
 	return out
+}
+
+// dynamoEmulator names the emulator serving DynamoDB (envDynamoDB).
+func dynamoEmulator() string {
+	if v := os.Getenv(envDynamoDB); v != "" {
+		return v
+	}
+	return "moto"
+}
+
+// latencyMeter is SDK middleware that times each call (serialization,
+// signing, the emulator's answer and its decoding, retries included) by
+// operation.
+type latencyMeter struct {
+	mu sync.Mutex
+	l  latencies
+}
+
+// latency is what a latencyMeter counted of one operation.
+type latency struct {
+	calls int
+	total time.Duration
+}
+
+// mean is the mean time of a call in milliseconds.
+func (l latency) mean() float64 {
+	if l.calls == 0 {
+		return 0
+	}
+	return float64(l.total.Microseconds()) / 1e3 / float64(l.calls)
+}
+
+// latencies maps operation names to their latency.
+type latencies map[string]latency
+
+// Install adds the meter to a client's stack (an APIOptions function).
+func (m *latencyMeter) Install(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("superstep.latency",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			begin := time.Now()
+			out, md, err := next.HandleInitialize(ctx, in)
+			elapsed := time.Since(begin)
+			op := awsmiddleware.GetOperationName(ctx)
+			m.mu.Lock()
+			if m.l == nil {
+				m.l = latencies{}
+			}
+			l := m.l[op]
+			l.calls++
+			l.total += elapsed
+			m.l[op] = l
+			m.mu.Unlock()
+			return out, md, err
+		}), middleware.Before)
+}
+
+func (m *latencyMeter) snapshot() latencies {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(latencies, len(m.l))
+	for op, l := range m.l {
+		out[op] = l
+	}
+	return out
+}
+
+// sub is what l counted beyond before.
+func (l latencies) sub(before latencies) latencies {
+	out := latencies{}
+	for op, v := range l {
+		if d := (latency{v.calls - before[op].calls, v.total - before[op].total}); d.calls > 0 {
+			out[op] = d
+		}
+	}
+	return out
+}
+
+func (l latencies) names() []string {
+	names := make([]string, 0, len(l))
+	for op := range l {
+		names = append(names, op)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// String lists each operation's mean time per call.
+func (l latencies) String() string {
+	var b strings.Builder
+	for i, op := range l.names() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.2f (%d)", op, l[op].mean(), l[op].calls)
+	}
+	return b.String()
 }

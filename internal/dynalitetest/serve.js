@@ -4,12 +4,17 @@
 //   node serve.js <dynalite package directory> <port>
 //
 // Tables are ACTIVE as soon as they are created (DynamoDB takes seconds;
-// the tests wait for ACTIVE either way). dynalite 4.0.0 lacks
-// UpdateTimeToLive, which creating the stores' table calls, so this
-// script answers it, and DescribeTimeToLive with what it set: the
-// specification is recorded, items are never expired (nor are they by
-// moto; DynamoDB deletes expired items within days, and readers filter
-// them). Every other request goes to dynalite unchanged.
+// the tests wait for ACTIVE either way). dynalite 4.0.0 lacks two things
+// the stores use, which this script adds:
+//
+// - UpdateTimeToLive, which creating the stores' table calls: answered
+//   here, and DescribeTimeToLive with what it set. The specification is
+//   recorded; items are never expired (nor are they by moto; DynamoDB
+//   deletes expired items within days, and readers filter them).
+// - ReturnValuesOnConditionCheckFailure on PutItem, UpdateItem and
+//   DeleteItem (below).
+//
+// Every other request goes to dynalite unchanged.
 const path = require('path')
 
 const [dir, port] = process.argv.slice(2)
@@ -26,6 +31,24 @@ let store
 db.create = function (...args) {
   store = create.apply(this, args)
   return store
+}
+// ReturnValuesOnConditionCheckFailure (DynamoDB's since 2023, dynalite's
+// issue 182): dynalite drops the parameter. With ALL_OLD, a write whose
+// condition fails returns the item it found in the exception, as
+// DynamoDB does.
+for (const op of [ 'putItem', 'updateItem', 'deleteItem' ]) {
+  require(path.join(dir, 'validations', op)).types.ReturnValuesOnConditionCheckFailure = {
+    type: 'String',
+    enum: [ 'ALL_OLD', 'NONE' ],
+  }
+}
+const checkConditional = db.checkConditional
+db.checkConditional = function (data, existing) {
+  const err = checkConditional.apply(this, arguments)
+  if (err && err.body && existing && data.ReturnValuesOnConditionCheckFailure == 'ALL_OLD') {
+    err.body = Object.assign({}, err.body, { Item: existing })
+  }
+  return err
 }
 const dynalite = require(dir)
 const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 })
