@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,6 +91,9 @@ func TestAWSLongRun(t *testing.T) {
 	esmCfg.APIOptions = append(esmCfg.APIOptions, d.esmMeter.Install, d.queues.Install, lat.Install)
 	d.esm = sqs.NewFromConfig(esmCfg)
 	t.Logf("DynamoDB on %s, SQS on moto", dynamoEmulator())
+	// CPU time: this process's and the emulators' (its child processes),
+	// less sensitive than wall time to what else the machine runs.
+	cpu := newCPUMeter(t)
 
 	id := fmt.Sprintf("long-%d", time.Now().UnixNano())
 	api := d.app(t, "api")
@@ -104,8 +108,9 @@ func TestAWSLongRun(t *testing.T) {
 		t    tally
 		busy time.Duration
 		lat  latencies
+		cpu  cpuTimes
 	}
-	points := []point{{step: 0, t: d.snapshot(), lat: lat.snapshot()}}
+	points := []point{{step: 0, t: d.snapshot(), lat: lat.snapshot(), cpu: cpu.read()}}
 	var busy time.Duration
 	started := time.Now()
 	for {
@@ -123,7 +128,7 @@ func TestAWSLongRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		points = append(points, point{step: cp.Step, t: d.snapshot(), busy: busy, lat: lat.snapshot()})
+		points = append(points, point{step: cp.Step, t: d.snapshot(), busy: busy, lat: lat.snapshot(), cpu: cpu.read()})
 		if long && len(points)%(window/chainLongSteps) == 1 {
 			// The figures of the last window so far, for a run cut short.
 			a, b := points[len(points)-1-window/chainLongSteps], points[len(points)-1]
@@ -131,7 +136,7 @@ func TestAWSLongRun(t *testing.T) {
 			t.Logf("steps %5d-%5d after %6s: %6.2f ms, %.3f requests (%.3f DynamoDB), %.1f bytes written per superstep",
 				a.step+1, b.step, time.Since(started).Round(time.Second), float64((b.busy-a.busy).Microseconds())/1e3/n,
 				(u.sum("ddb.req.")+u.sum("sqs.req."))/n, u.sum("ddb.req.")/n, (u["ddb.reqB.PutItem"]+u["ddb.reqB.UpdateItem"])/n)
-			t.Logf("    ms per call: %s", b.lat.sub(a.lat))
+			t.Logf("    ms per call: %s; CPU ms per superstep: %s", b.lat.sub(a.lat), b.cpu.sub(a.cpu).per(n))
 		}
 	}
 	r, err := d.verify.GetRun(ctx, id)
@@ -196,6 +201,10 @@ func TestAWSLongRun(t *testing.T) {
 	}
 	if long {
 		rows[0].margin = 1.1
+	}
+	c1, c2 := points[firstEnd].cpu.sub(points[first].cpu).per(float64(w1.steps)), points[last].cpu.sub(points[lastBegin].cpu).per(float64(w2.steps))
+	for _, who := range c2.names() {
+		t.Logf("CPU %-13s %9.3f ms %9.3f ms  %.3f  (per superstep)", who, c1[who], c2[who], c2[who]/c1[who])
 	}
 	l1, l2 := points[firstEnd].lat.sub(points[first].lat), points[last].lat.sub(points[lastBegin].lat)
 	for _, op := range l2.names() {
@@ -337,6 +346,120 @@ func (l latencies) String() string {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "%s %.2f (%d)", op, l[op].mean(), l[op].calls)
+	}
+	return b.String()
+}
+
+// cpuMeter reads the CPU time (user and system) of this process and of
+// its child processes, the emulators, by name (moto_server, node).
+type cpuMeter struct {
+	children map[string][]int // name -> pids
+}
+
+// cpuTimes is CPU time in milliseconds by process name ("test" for this
+// one).
+type cpuTimes map[string]float64
+
+// clockTick is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on
+// Linux).
+const clockTick = 10 * time.Millisecond
+
+// newCPUMeter finds this process's children. Without /proc (not Linux)
+// it counts this process alone.
+func newCPUMeter(t *testing.T) *cpuMeter {
+	t.Helper()
+	m := &cpuMeter{children: map[string][]int{}}
+	dirs, _ := os.ReadDir("/proc")
+	for _, e := range dirs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		name, ppid, _, ok := procStat(pid)
+		if ok && ppid == os.Getpid() {
+			m.children[name] = append(m.children[name], pid)
+		}
+	}
+	return m
+}
+
+// procStat reads a process's name, parent and CPU time from
+// /proc/<pid>/stat.
+func procStat(pid int) (name string, ppid int, cpu time.Duration, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, 0, false
+	}
+	s := string(b)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open {
+		return "", 0, 0, false
+	}
+	name = s[open+1 : closing]
+	// After the name: state ppid pgrp session tty_nr tpgid flags minflt
+	// cminflt majflt cmajflt utime stime.
+	f := strings.Fields(s[closing+1:])
+	if len(f) < 13 {
+		return "", 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return name, ppid, time.Duration(utime+stime) * clockTick, true
+}
+
+// read returns the CPU times now.
+func (m *cpuMeter) read() cpuTimes {
+	out := cpuTimes{}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		out["test"] = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
+	}
+	for name, pids := range m.children {
+		for _, pid := range pids {
+			if _, _, cpu, ok := procStat(pid); ok {
+				out[name] += float64(cpu.Microseconds()) / 1e3
+			}
+		}
+	}
+	return out
+}
+
+// sub is c less before.
+func (c cpuTimes) sub(before cpuTimes) cpuTimes {
+	out := cpuTimes{}
+	for k, v := range c {
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+// per divides each time by n (supersteps).
+func (c cpuTimes) per(n float64) cpuTimes {
+	out := cpuTimes{}
+	for k, v := range c {
+		out[k] = v / n
+	}
+	return out
+}
+
+func (c cpuTimes) names() []string {
+	names := make([]string, 0, len(c))
+	for k := range c {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// String lists the times, "test 1.23, node 0.45".
+func (c cpuTimes) String() string {
+	var b strings.Builder
+	for i, k := range c.names() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %.2f", k, c[k])
 	}
 	return b.String()
 }
