@@ -36,12 +36,13 @@
 // # What differs from DynamoDB
 //
 // dynalite 4.0.0 has no transactions (TransactWriteItems,
-// TransactGetItems), no PartiQL and no UpdateTimeToLive. The server is
-// started through serve.js, which answers UpdateTimeToLive and
-// DescribeTimeToLive itself (the specification is recorded; items are
-// never expired) and makes tables ACTIVE at once. A failed conditional
-// write does not return the old item
-// (ReturnValuesOnConditionCheckFailure is ignored). Like moto, it has no
+// TransactGetItems) and no PartiQL; the stores use neither. It also lacks
+// UpdateTimeToLive and ReturnValuesOnConditionCheckFailure, which they
+// use: the server is started through serve.js, which answers
+// UpdateTimeToLive and DescribeTimeToLive itself (the specification is
+// recorded; items are never expired), returns the item a failed
+// conditional PutItem, UpdateItem or DeleteItem found when asked to, as
+// DynamoDB does, and makes tables ACTIVE at once. Like moto, it has no
 // throttling, no capacity limits and no network latency.
 package dynalitetest
 

@@ -170,6 +170,78 @@ func TestTimeToLive(t *testing.T) {
 	}
 }
 
+// TestReturnValuesOnConditionCheckFailure checks serve.js's addition: a
+// write whose condition fails returns the item it found with ALL_OLD, as
+// DynamoDB does, and nothing otherwise.
+func TestReturnValuesOnConditionCheckFailure(t *testing.T) {
+	srv := Start(t)
+	ctx := t.Context()
+	client := dynamodb.NewFromConfig(srv.Config)
+	createTable(t, client, "cond")
+	key := map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: "a"},
+		"sk": &types.AttributeValueMemberS{Value: "b"},
+	}
+	stored := map[string]types.AttributeValue{"pk": key["pk"], "sk": key["sk"], "v": &types.AttributeValueMemberN{Value: "1"}}
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("cond"), Item: stored}); err != nil {
+		t.Fatal(err)
+	}
+	cond := aws.String("v = :want")
+	values := map[string]types.AttributeValue{":want": &types.AttributeValueMemberN{Value: "2"}}
+	writes := map[string]func(types.ReturnValuesOnConditionCheckFailure) error{
+		"PutItem": func(rv types.ReturnValuesOnConditionCheckFailure) error {
+			_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("cond"), Item: key,
+				ConditionExpression: cond, ExpressionAttributeValues: values, ReturnValuesOnConditionCheckFailure: rv})
+			return err
+		},
+		"UpdateItem": func(rv types.ReturnValuesOnConditionCheckFailure) error {
+			_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String("cond"), Key: key,
+				UpdateExpression: aws.String("SET w = :want"), ConditionExpression: cond, ExpressionAttributeValues: values,
+				ReturnValuesOnConditionCheckFailure: rv})
+			return err
+		},
+		"DeleteItem": func(rv types.ReturnValuesOnConditionCheckFailure) error {
+			_, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("cond"), Key: key,
+				ConditionExpression: cond, ExpressionAttributeValues: values, ReturnValuesOnConditionCheckFailure: rv})
+			return err
+		},
+	}
+	for op, write := range writes {
+		for _, rv := range []types.ReturnValuesOnConditionCheckFailure{types.ReturnValuesOnConditionCheckFailureAllOld, types.ReturnValuesOnConditionCheckFailureNone, ""} {
+			var ccf *types.ConditionalCheckFailedException
+			if err := write(rv); !errors.As(err, &ccf) {
+				t.Fatalf("%s with a failing condition (%q): %v, want ConditionalCheckFailedException", op, rv, err)
+			}
+			want := 0
+			if rv == types.ReturnValuesOnConditionCheckFailureAllOld {
+				want = len(stored)
+			}
+			if len(ccf.Item) != want {
+				t.Errorf("%s (%q): the exception's item has %d attributes, want %d", op, rv, len(ccf.Item), want)
+			}
+			if want > 0 {
+				if v, ok := ccf.Item["v"].(*types.AttributeValueMemberN); !ok || v.Value != "1" {
+					t.Errorf("%s (%q): the exception's item is %v, want the stored one", op, rv, ccf.Item)
+				}
+			}
+		}
+	}
+	// No item, nothing to return.
+	var ccf *types.ConditionalCheckFailedException
+	_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("cond"),
+		Item:                                map[string]types.AttributeValue{"pk": key["pk"], "sk": &types.AttributeValueMemberS{Value: "none"}},
+		ConditionExpression:                 aws.String("attribute_exists(pk)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+	if !errors.As(err, &ccf) || ccf.Item != nil {
+		t.Errorf("PutItem on no item with attribute_exists: %v (item %v), want ConditionalCheckFailedException without an item", err, ccf)
+	}
+	// An unknown value is refused, as DynamoDB refuses it.
+	var invalid interface{ ErrorCode() string }
+	if err := writes["PutItem"]("SOME_OLD"); !errors.As(err, &invalid) || invalid.ErrorCode() != "ValidationException" {
+		t.Errorf("ReturnValuesOnConditionCheckFailure SOME_OLD: %v, want a ValidationException", err)
+	}
+}
+
 func TestMissing(t *testing.T) {
 	for _, tt := range []struct {
 		name string
