@@ -63,7 +63,7 @@ func TestShared(t *testing.T) {
 }
 
 // createTable makes a table with a string hash and range key.
-func createTable(t *testing.T, client *dynamodb.Client, name string) {
+func createTable(t testing.TB, client *dynamodb.Client, name string) {
 	t.Helper()
 	_, err := client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
 		TableName: aws.String(name),
