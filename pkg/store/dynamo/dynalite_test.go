@@ -36,3 +36,19 @@ func TestRunStoreConformanceDynalite(t *testing.T) {
 	t.Parallel()
 	runstest.Run(t, func(t *testing.T) runs.Store { return newEnvOn(t, dyn.Start(t).Config).store() })
 }
+
+// TestThreadsLinearizableDynalite is TestThreadsLinearizable on dynalite.
+// Its long version (SUPERSTEP_LINEARIZABLE_OPS, pkg/runs/README.md) is the
+// store's 10,000-operation check: moto serves a few items a second under
+// load, and reads a whole partition on every Query.
+func TestThreadsLinearizableDynalite(t *testing.T) {
+	if os.Getenv("SUPERSTEP_LINEARIZABLE_OPS") == "" {
+		t.Skip("the long check only (SUPERSTEP_LINEARIZABLE_OPS=N): the short one runs on moto, TestThreadsLinearizable")
+	}
+	t.Parallel()
+	threads, clients, ops := runstest.LinearizableSize()
+	runstest.Linearizable(t, threads, clients, ops, func(t *testing.T) runstest.ThreadEnv {
+		s := newEnvOn(t, dyn.Start(t).Config).store()
+		return runstest.ThreadEnv{Runs: s, Threads: s, Checkpoints: s}
+	})
+}
