@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/superstep/superstep/examples"
 	"github.com/superstep/superstep/internal/awsmeter"
+	"github.com/superstep/superstep/internal/dynalitetest"
 	"github.com/superstep/superstep/internal/lambdatest"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/testkit"
@@ -43,8 +45,17 @@ import (
 // its own table and queues.
 var moto mototest.Shared
 
+// dyn is dynalite, for the stacks whose DynamoDB is on it
+// (stackOptions.dynalite); started on first use.
+var dyn dynalitetest.Shared
+
 func TestMain(m *testing.M) {
-	os.Exit(moto.Run(m))
+	code := moto.Run(m)
+	if err := dyn.Close(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "serverless tests:", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
@@ -108,6 +119,11 @@ type stackOptions struct {
 	invoke       bool
 	invokeFaults lambdatest.Faults
 	wrapInvoke   func(lambdatest.Handler) lambdatest.Handler
+	// dynalite puts the stack's DynamoDB on dynalite
+	// (internal/dynalitetest), SQS staying on moto: a long check's
+	// requests take milliseconds there, where moto reads a whole
+	// partition on every Query.
+	dynalite bool
 }
 
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -115,8 +131,12 @@ var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	srv := moto.Start(t)
+	base := srv.Config
+	if o.dynalite {
+		base = dyn.Start(t).Route(srv.Config)
+	}
 	meter := new(awsmeter.Meter)
-	awsCfg := srv.Config.Copy()
+	awsCfg := base.Copy()
 	awsCfg.APIOptions = append(awsCfg.APIOptions, meter.Install, deadProcess)
 	var b [3]byte
 	rand.Read(b[:])
@@ -144,7 +164,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: logLevel()}))
 	reg := registry(t, o.work, o.graphs...)
-	s := &stack{t: t, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(srv.Config), meter: meter, logs: logs}
+	s := &stack{t: t, cfg: cfg, prefix: prefix, sqs: sqs.NewFromConfig(srv.Config), ddb: dynamodb.NewFromConfig(base), meter: meter, logs: logs}
 	opts := serverless.Options{AWS: awsCfg, Graphs: reg, Logger: log, Tracer: o.tracer, Push: o.push, Streaming: o.streaming}
 	if o.invoke {
 		s.startLambda(o)

@@ -550,12 +550,27 @@ func faultModel(lm *linModel) porcupine.Model {
 	return m
 }
 
+// executed reports whether an event of type typ shows its run executing:
+// a status only a run that holds its thread and ran a step reaches.
+// cancelled does not: a queued run is cancelled without running.
+func executed(typ string) bool {
+	switch pregel.RunStatus(typ) {
+	case pregel.RunRunning, pregel.RunInterrupted, pregel.RunDrained, pregel.RunCompleted, pregel.RunFailed:
+		return true
+	}
+	return false
+}
+
 // orderFacts sets each run's Order (runFact) from its history: the runs
-// of one thread ran one at a time, so the order of their first running
-// events is the order in which they took the thread. A run that never
-// ran keeps Order 0 (not known). Without it the model must try every
-// order of the runs queued at once, and a long history is not checked
-// in time.
+// of one thread ran one at a time, so the order of their first events
+// that show them executing is the order in which they took the thread.
+// That is `running`, or, when a run stopped in the step that started
+// it, `interrupted`, `drained`, `completed` or `failed`: the serverless
+// tick writes a run that interrupts in its first step from pending to
+// interrupted, with no `running` between (the embedded scheduler writes
+// `running` first). A run that never ran keeps Order 0 (not known).
+// Without it the model must try every order of the runs queued at once,
+// and a long history is not checked in time.
 func orderFacts(ctx context.Context, t *testing.T, api ThreadAPI, history []porcupine.Operation, facts map[string]runFact, cfg FaultConfig) {
 	t.Helper()
 	type started struct {
@@ -583,12 +598,17 @@ func orderFacts(ctx context.Context, t *testing.T, api ThreadAPI, history []porc
 			continue
 		}
 		for _, ev := range evs {
-			if ev.Type == string(pregel.RunRunning) {
+			if executed(ev.Type) {
 				by[in.Thread] = append(by[in.Thread], started{in.Run, ev.At})
 				break
 			}
 		}
 	}
+	known := 0
+	for _, rs := range by {
+		known += len(rs)
+	}
+	t.Logf("order facts: the order on its thread of %d of %d runs (from the first event of each that shows it executing)", known, len(facts))
 	for _, rs := range by {
 		slices.SortFunc(rs, func(a, b started) int { return a.at.Compare(b.at) })
 		for i, r := range rs {
