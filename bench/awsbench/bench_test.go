@@ -58,7 +58,14 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "awsbench: SKIPPING the AWS benchmarks: %s is not on PATH; install it with pip install 'moto[server]'\n", mototest.Binary)
 		}
 	}
-	os.Exit(moto.Run(m))
+	cleanup, err := patchMoto()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "awsbench: patch moto:", err)
+		os.Exit(1)
+	}
+	code := moto.Run(m)
+	cleanup()
+	os.Exit(code)
 }
 
 // Graph names of the scenarios.
