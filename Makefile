@@ -3,14 +3,14 @@ GO        ?= go
 PKGS      := ./...
 BENCHTIME ?= 1s
 
-.PHONY: run test lint bench bench-fanout bench-fanout10k build fmt vet staticcheck fuzz mcp-tools
+.PHONY: run test lint bench bench-fanout bench-fanout10k build fmt vet staticcheck fuzz mcp-tools dynalite
 
 ## run: run the example graph end to end on this machine (no cloud account needed)
 run:
 	$(GO) run ./cmd/superstep run support-triage --input @examples/triage/input.json --answer approve
 
 ## test: lint, then every test with the race detector
-test: lint mcp-tools
+test: lint mcp-tools dynalite
 	$(GO) test -race -count=1 $(PKGS)
 
 # The npm tools the MCP tests drive (conformance suite, inspector CLI,
@@ -26,6 +26,22 @@ $(MCP_NPM)/node_modules/.installed: $(MCP_NPM)/package-lock.json
 		npm ci --prefix $(MCP_NPM) --no-audit --no-fund --ignore-scripts --loglevel=error && touch $@; \
 	else \
 		echo "WARNING: npm not found: the MCP conformance, inspector and server-everything tests will skip (CI requires them)" >&2; \
+	fi
+
+# dynalite, the DynamoDB emulator of internal/dynalitetest (range reads in
+# O(log n), where moto reads a whole partition), pinned by the lockfile in
+# internal/dynalitetest/npm; --ignore-scripts: its in-memory store needs no
+# native build. Without npm: a warning, and those tests skip loudly (they
+# fail when CI is set).
+DYNALITE_NPM := internal/dynalitetest/npm
+
+## dynalite: install dynalite for the tests (npm ci, once; again when the lockfile changes)
+dynalite: $(DYNALITE_NPM)/node_modules/.installed
+$(DYNALITE_NPM)/node_modules/.installed: $(DYNALITE_NPM)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(DYNALITE_NPM) --no-audit --no-fund --ignore-scripts --loglevel=error && touch $@; \
+	else \
+		echo "WARNING: npm not found: the tests against dynalite will skip (CI requires them)" >&2; \
 	fi
 
 # staticcheck (honnef.co/go/tools), fetched from the module proxy by

@@ -29,6 +29,7 @@ import (
 
 	"github.com/superstep/superstep/bench/awsbench"
 	"github.com/superstep/superstep/internal/awsmeter"
+	"github.com/superstep/superstep/internal/dynalitetest"
 	"github.com/superstep/superstep/internal/lambdatest"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/internal/testkit"
@@ -46,6 +47,30 @@ import (
 
 // moto is the emulator the tests and benchmarks of this package share.
 var moto mototest.Shared
+
+// dyn serves DynamoDB instead of moto when envDynamoDB says dynalite.
+var dyn dynalitetest.Shared
+
+// envDynamoDB chooses the DynamoDB emulator of the deployments: moto (the
+// default) or dynalite (internal/dynalitetest), whose Query reads a key
+// range in O(log n) as DynamoDB does, where moto reads and sorts the
+// whole partition; SQS stays on moto either way. See bench/README.md.
+const envDynamoDB = "SUPERSTEP_AWS_DYNAMODB"
+
+// emulatorConfig is the configuration of the deployments' clients: moto's,
+// with DynamoDB routed to dynalite when envDynamoDB asks for it.
+func emulatorConfig(tb testing.TB, srv *mototest.Server) aws.Config {
+	tb.Helper()
+	switch v := os.Getenv(envDynamoDB); v {
+	case "", "moto":
+		return srv.Config
+	case "dynalite":
+		return dyn.Start(tb).Route(srv.Config)
+	default:
+		tb.Fatalf("%s=%q: want moto or dynalite", envDynamoDB, v)
+		return aws.Config{}
+	}
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -65,6 +90,10 @@ func TestMain(m *testing.M) {
 	}
 	code := moto.Run(m)
 	cleanup()
+	if err := dyn.Close(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "awsbench:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -441,11 +470,12 @@ func deploy(tb testing.TB, warm bool) *deployment {
 func deployVisible(tb testing.TB, warm bool, visibility time.Duration) *deployment {
 	tb.Helper()
 	srv := moto.Start(tb)
+	emu := emulatorConfig(tb, srv)
 	ctx := tb.Context()
 	var b [4]byte
 	rand.Read(b[:])
 	prefix := "bench-" + hex.EncodeToString(b[:])
-	cfg, err := serverless.Provision(ctx, srv.Config, serverless.Resources{Prefix: prefix, VisibilityTimeout: visibility})
+	cfg, err := serverless.Provision(ctx, emu, serverless.Resources{Prefix: prefix, VisibilityTimeout: visibility})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -456,8 +486,8 @@ func deployVisible(tb testing.TB, warm bool, visibility time.Duration) *deployme
 		graphs:      registry(tb, fan),
 		warm:        warm,
 		apps:        map[string]*serverless.App{},
-		verify:      dynamo.New(dynamodb.NewFromConfig(srv.Config), cfg.Table),
-		capacity:    &awsbench.CapacityMeter{Reader: dynamodb.NewFromConfig(srv.Config)},
+		verify:      dynamo.New(dynamodb.NewFromConfig(emu), cfg.Table),
+		capacity:    &awsbench.CapacityMeter{Reader: dynamodb.NewFromConfig(emu)},
 		queues:      &queueMeter{},
 		logs:        &syncBuffer{},
 		arns:        map[string]string{},
@@ -467,13 +497,13 @@ func deployVisible(tb testing.TB, warm bool, visibility time.Duration) *deployme
 	d.lambda = lambdatest.Start(tb, map[string]*lambdatest.Function{benchNodeFunction: {
 		Handler: func(context.Context, []byte) error { return nil },
 	}}, lambdatest.Faults{})
-	d.awsCfg, d.plainCfg = srv.Config.Copy(), srv.Config.Copy()
+	d.awsCfg, d.plainCfg = emu.Copy(), emu.Copy()
 	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, d.appMeter.Install, d.capacity.Install, d.queues.Install)
 	d.logger = slog.New(slog.NewJSONHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	esmCfg := srv.Config.Copy()
+	esmCfg := emu.Copy()
 	esmCfg.APIOptions = append(esmCfg.APIOptions, d.esmMeter.Install, d.queues.Install)
 	d.esm = sqs.NewFromConfig(esmCfg)
-	plain := sqs.NewFromConfig(srv.Config)
+	plain := sqs.NewFromConfig(emu)
 	for _, url := range []string{cfg.TickQueueURL, cfg.NodeQueueURL} {
 		out, err := plain.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 			QueueUrl:       aws.String(url),

@@ -3,13 +3,16 @@ package dynamo_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"regexp"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/superstep/superstep/internal/awsmeter"
+	"github.com/superstep/superstep/internal/dynalitetest"
 	"github.com/superstep/superstep/internal/mototest"
 	"github.com/superstep/superstep/pkg/store/dynamo"
 )
@@ -17,8 +20,17 @@ import (
 // moto is the emulator the tests of this package share.
 var moto mototest.Shared
 
+// dyn is the second emulator, dynalite, for the suites run on both
+// (dynalite_test.go).
+var dyn dynalitetest.Shared
+
 func TestMain(m *testing.M) {
-	os.Exit(moto.Run(m))
+	code := moto.Run(m)
+	if err := dyn.Close(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, "dynamo tests:", err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // env is a table on the shared emulator with a metered client.
@@ -35,10 +47,15 @@ var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 // newEnv creates a table unique to t.
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	srv := moto.Start(t)
+	return newEnvOn(t, moto.Start(t).Config)
+}
+
+// newEnvOn is newEnv on the emulator cfg points at.
+func newEnvOn(t testing.TB, cfg aws.Config) *env {
+	t.Helper()
 	meter := new(awsmeter.Meter)
 	ru := newCapacity()
-	client := dynamodb.NewFromConfig(srv.Config, func(o *dynamodb.Options) {
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, meter.Install, ru.install)
 	})
 	var b [4]byte
