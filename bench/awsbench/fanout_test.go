@@ -372,7 +372,7 @@ func BenchmarkAWSFanOut10000(b *testing.B) {
 	st.mu.Lock()
 	b.Log(pace(st.start, st.records))
 	st.mu.Unlock()
-	b.Logf("moto_server used %v of CPU in %v", (childCPU() - cpu0).Round(time.Second), time.Since(start).Round(time.Second))
+	b.Logf("the emulators (moto_server; dynalite if used) used %v of CPU in %v", (childCPU() - cpu0).Round(time.Second), time.Since(start).Round(time.Second))
 	b.Log(st.timer.report(n))
 	b.Log("the capacity meter's own reads: " + st.meterTimer.report(n))
 }
