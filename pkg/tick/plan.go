@@ -20,6 +20,8 @@ type planned struct {
 	step  int
 	next  []pregel.Trigger
 	tasks []pregel.Task
+	// remote counts the tasks node handlers execute (remoteTasks).
+	remote int
 }
 
 // plan is g.Plan(cp) for a node task, remembered for the last step of at
@@ -37,9 +39,19 @@ func (h *Handler) plan(g *pregel.Graph, cp *pregel.Checkpoint) []pregel.Task {
 	}
 	tasks := g.Plan(cp)
 	if len(tasks) >= planMemoFrom {
-		h.planned.Store(&planned{g: g, runID: cp.RunID, step: cp.Step, next: cloneTriggers(cp.Next), tasks: slices.Clip(tasks)})
+		h.planned.Store(&planned{g: g, runID: cp.RunID, step: cp.Step, next: cloneTriggers(cp.Next), tasks: slices.Clip(tasks), remote: remoteTasks(g, tasks)})
 	}
 	return tasks
+}
+
+// remoteTasks is remoteTasks(g, tasks), counted once for the tasks of the
+// step plan remembers (the same slice): a node task of a wide step asks
+// up to three times, a look-up of each task's node each time.
+func (h *Handler) remoteTasks(g *pregel.Graph, tasks []pregel.Task) int {
+	if p, _ := h.planned.Load().(*planned); p != nil && p.g == g && len(tasks) > 0 && len(p.tasks) == len(tasks) && &p.tasks[0] == &tasks[0] {
+		return p.remote
+	}
+	return remoteTasks(g, tasks)
 }
 
 // sameTriggers reports whether a and b list the same triggers.

@@ -25,7 +25,7 @@ func planGraph(t testing.TB) *pregel.Graph {
 		N int `json:"n"`
 	}
 	g := pregel.NewGraph[state]("plan")
-	g.AddFunc("work", func(context.Context, state) (state, error) { return state{}, nil })
+	g.AddFunc("work", func(context.Context, state) (state, error) { return state{}, nil }, pregel.Remote())
 	g.AddEdge(pregel.Start, "work").AddEdge("work", pregel.End)
 	cg, err := g.Compile()
 	if err != nil {
@@ -71,6 +71,13 @@ func TestPlanRemembersTheWideStep(t *testing.T) {
 				t.Fatal("plan differs from Plan")
 			}
 		})
+	}
+	// The count of remote tasks is remembered with the plan.
+	if got, want := h.remoteTasks(g, first), remoteTasks(g, first); got != want || want != 100 {
+		t.Errorf("remote tasks of the remembered step: %d, want %d (100)", got, want)
+	}
+	if got := h.remoteTasks(g, first[:10]); got != 10 {
+		t.Errorf("remote tasks of 10 of the step's tasks: %d, want 10", got)
 	}
 	// A narrow step is not remembered: planning it is cheap.
 	small := fanCheckpoint("s", planMemoFrom-1)

@@ -1255,7 +1255,7 @@ func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		if err != nil {
 			return err
 		}
-		if n < remoteTasks(g, tasks) && !early {
+		if n < h.remoteTasks(g, tasks) && !early {
 			return nil
 		}
 	}
@@ -1283,7 +1283,7 @@ func (h *Handler) leasedElsewhere(ctx context.Context, t pregel.Task) (bool, err
 // results (see SettleCounter).
 func (h *Handler) counting(g *pregel.Graph, tasks []pregel.Task) bool {
 	_, ok := h.Checkpoints.(SettleCounter)
-	return ok && remoteTasks(g, tasks) >= CountSettledFrom
+	return ok && h.remoteTasks(g, tasks) >= CountSettledFrom
 }
 
 // remoteTasks counts the tasks of a step that node handlers execute.
