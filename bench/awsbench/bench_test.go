@@ -83,7 +83,13 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "awsbench: SKIPPING the AWS benchmarks: %s is not on PATH; install it with pip install 'moto[server]'\n", mototest.Binary)
 		}
 	}
+	cleanup, err := patchMoto()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "awsbench: patch moto:", err)
+		os.Exit(1)
+	}
 	code := moto.Run(m)
+	cleanup()
 	if err := dyn.Close(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, "awsbench:", err)
 		code = 1

@@ -49,8 +49,9 @@ const (
 // placeholders (1.0 per write, 0.5 per GetItem, none for transactions).
 //
 // To see the items, the meter reads them through Reader, a client without
-// the meter: for a write, each item before and after the request; for a
-// projected read, the full items. These reads are not counted and their
+// the meter: for a write, each item before the request, and after it when
+// the request does not say (an update; a put leaves the item it puts, a
+// delete none); for a projected or filtered read, the full items. These reads are not counted and their
 // time is summed in [CapacityMeter.Overhead], so that callers timing a
 // handler can take it out. The estimate is exact only when no other
 // request writes the same items meanwhile.
@@ -146,6 +147,10 @@ type target struct {
 	key   map[string]types.AttributeValue
 	// check: a ConditionCheck, which reads but does not change the item.
 	check bool
+	// known: once the write succeeded, the item is put (nil: deleted),
+	// with no need to read it back.
+	known bool
+	put   map[string]types.AttributeValue
 }
 
 func (m *CapacityMeter) handle(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
@@ -157,19 +162,19 @@ func (m *CapacityMeter) handle(ctx context.Context, in middleware.InitializeInpu
 	)
 	switch p := in.Parameters.(type) {
 	case *dynamodb.PutItemInput:
-		targets = []target{{table: aws.ToString(p.TableName), key: m.keyOf(ctx0, aws.ToString(p.TableName), p.Item)}}
+		targets = []target{{table: aws.ToString(p.TableName), key: m.keyOf(ctx0, aws.ToString(p.TableName), p.Item), known: true, put: p.Item}}
 	case *dynamodb.UpdateItemInput:
 		targets = []target{{table: aws.ToString(p.TableName), key: p.Key}}
 	case *dynamodb.DeleteItemInput:
-		targets = []target{{table: aws.ToString(p.TableName), key: p.Key}}
+		targets = []target{{table: aws.ToString(p.TableName), key: p.Key, known: true}}
 	case *dynamodb.BatchWriteItemInput:
 		for table, reqs := range p.RequestItems {
 			for _, r := range reqs {
 				switch {
 				case r.PutRequest != nil:
-					targets = append(targets, target{table: table, key: m.keyOf(ctx0, table, r.PutRequest.Item)})
+					targets = append(targets, target{table: table, key: m.keyOf(ctx0, table, r.PutRequest.Item), known: true, put: r.PutRequest.Item})
 				case r.DeleteRequest != nil:
-					targets = append(targets, target{table: table, key: r.DeleteRequest.Key})
+					targets = append(targets, target{table: table, key: r.DeleteRequest.Key, known: true})
 				}
 			}
 		}
@@ -179,11 +184,11 @@ func (m *CapacityMeter) handle(ctx context.Context, in middleware.InitializeInpu
 			switch {
 			case it.Put != nil:
 				table := aws.ToString(it.Put.TableName)
-				targets = append(targets, target{table: table, key: m.keyOf(ctx0, table, it.Put.Item)})
+				targets = append(targets, target{table: table, key: m.keyOf(ctx0, table, it.Put.Item), known: true, put: it.Put.Item})
 			case it.Update != nil:
 				targets = append(targets, target{table: aws.ToString(it.Update.TableName), key: it.Update.Key})
 			case it.Delete != nil:
-				targets = append(targets, target{table: aws.ToString(it.Delete.TableName), key: it.Delete.Key})
+				targets = append(targets, target{table: aws.ToString(it.Delete.TableName), key: it.Delete.Key, known: true})
 			case it.ConditionCheck != nil:
 				targets = append(targets, target{table: aws.ToString(it.ConditionCheck.TableName), key: it.ConditionCheck.Key, check: true})
 			}
@@ -208,9 +213,17 @@ func (m *CapacityMeter) handle(ctx context.Context, in middleware.InitializeInpu
 	}
 	after := slices.Clone(before)
 	if err == nil {
+		// A put leaves the item it puts and a delete none, unless a batch
+		// left it unprocessed: then every item is read back.
+		o, _ := out.Result.(*dynamodb.BatchWriteItemOutput)
+		unprocessed := o != nil && len(o.UnprocessedItems) > 0
 		m.timed(func() {
 			for i, t := range targets {
-				if !t.check {
+				switch {
+				case t.check:
+				case t.known && !unprocessed:
+					after[i] = t.put
+				default:
 					after[i] = m.get(ctx0, t.table, t.key)
 				}
 			}
@@ -276,19 +289,36 @@ func (m *CapacityMeter) read(ctx context.Context, op string, in, out any) {
 			}
 		})
 	case *dynamodb.QueryInput:
-		m.timed(func() {
-			size := 0
-			for _, it := range m.evaluated(ctx, p) {
-				size += dynamo.ItemSize(it)
-			}
-			u.Read = readUnits(size, aws.ToBool(p.ConsistentRead), 1)
-		})
+		items := []map[string]types.AttributeValue(nil)
+		if o, ok := out.(*dynamodb.QueryOutput); ok && o != nil && wholeItems(p) {
+			// The page returned what it evaluated, in full.
+			items = o.Items
+		} else {
+			m.timed(func() { items = m.evaluated(ctx, p) })
+		}
+		size := 0
+		for _, it := range items {
+			size += dynamo.ItemSize(it)
+		}
+		u.Read = readUnits(size, aws.ToBool(p.ConsistentRead), 1)
 	case *dynamodb.ScanInput:
 		m.fail(errors.New("awsbench: Scan is not estimated"))
 	default:
 		return
 	}
 	m.charge(op, u)
+}
+
+// wholeItems reports whether a Query returns every item it evaluates in
+// full (as stored in the table or index it reads): no projection, filter
+// or count.
+func wholeItems(p *dynamodb.QueryInput) bool {
+	switch p.Select {
+	case "", types.SelectAllAttributes, types.SelectAllProjectedAttributes:
+	default:
+		return false
+	}
+	return p.ProjectionExpression == nil && p.FilterExpression == nil && len(p.AttributesToGet) == 0 && len(p.QueryFilter) == 0
 }
 
 // writeUnits is the write units of one standard write of size bytes.

@@ -141,6 +141,16 @@ func TestCapacityMeter(t *testing.T) {
 		})
 		return err
 	})
+	// Not projected: the meter sizes the items the page returned.
+	step("consistent Query over 6500 bytes, whole items", awsbench.Units{Read: 2}, func() error {
+		_, err := c.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 aws.String(table),
+			KeyConditionExpression:    aws.String("pk = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "p"}},
+			ConsistentRead:            aws.Bool(true),
+		})
+		return err
+	})
 	step("consistent BatchGetItem of 5000 and 1500 bytes", awsbench.Units{Read: 2 + 1}, func() error {
 		_, err := c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 			table: {Keys: []map[string]types.AttributeValue{key("a"), key("b")}, ConsistentRead: aws.Bool(true)},
@@ -179,6 +189,24 @@ func TestCapacityMeter(t *testing.T) {
 	})
 	step("DeleteItem of 5000 bytes", awsbench.Units{Write: 5}, func() error {
 		_, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: key("a")})
+		return err
+	})
+	// A put is charged for the larger of the item it replaces and its own.
+	step("PutItem of 500 bytes over 1500", awsbench.Units{Write: 2}, func() error {
+		_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("b", 500)})
+		return err
+	})
+	step("BatchWriteItem: put 2500 bytes, delete 500", awsbench.Units{Write: 3 + 1}, func() error {
+		_, err := c.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{
+			table: {
+				{PutRequest: &types.PutRequest{Item: item("d", 2500)}},
+				{DeleteRequest: &types.DeleteRequest{Key: key("b")}},
+			},
+		}})
+		return err
+	})
+	step("PutItem of 100 bytes over 2500", awsbench.Units{Write: 3}, func() error {
+		_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("d", 100)})
 		return err
 	})
 	if err := m.Err(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -102,8 +103,13 @@ type stamps struct {
 	commits map[string]time.Time
 	// commitCount counts the successful commits of each step item.
 	commitCount map[string]int
+	// start is when the run was created.
+	start time.Time
 	// parts meters the writes per partition key value (partition_test.go).
 	parts *partitionMeter
+	// timer times the requests by operation (optimer_test.go), and
+	// meterTimer the capacity meter's own reads.
+	timer, meterTimer *opTimer
 }
 
 func (s *stamps) Install(stack *middleware.Stack) error {
@@ -142,6 +148,9 @@ func (d *deployment) fanOutRun(tb testing.TB, name string, n, dupEvery int, st *
 	st.records, st.commits, st.commitCount = nil, map[string]time.Time{}, map[string]int{}
 	st.mu.Unlock()
 	st.parts.reset()
+	st.timer.reset()
+	st.meterTimer.reset()
+	st.start = time.Now()
 	api := d.app(tb, "api")
 	d.invoke(tb, "api", func() error {
 		_, _, err := api.Service.Create(ctx, fanGraph, runs.CreateRequest{RunID: id, Input: json.RawMessage(fmt.Sprintf(`{"n": %d}`, n))})
@@ -233,8 +242,10 @@ func fanDeploy(tb testing.TB) (*deployment, *stamps) {
 	// Handlers at once on a loaded machine may take long; a message
 	// comes back only when the harness says so (deliverTimes, requeue).
 	d := deployVisible(tb, true, 10*time.Minute)
-	st := &stamps{commits: map[string]time.Time{}, commitCount: map[string]int{}, parts: &partitionMeter{}}
-	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, st.Install, st.parts.Install)
+	st := &stamps{commits: map[string]time.Time{}, commitCount: map[string]int{}, parts: &partitionMeter{}, timer: &opTimer{}, meterTimer: &opTimer{}}
+	d.awsCfg.APIOptions = append(d.awsCfg.APIOptions, st.Install, st.parts.Install, st.timer.Install)
+	d.esm = sqs.New(d.esm.Options(), func(o *sqs.Options) { o.APIOptions = append(o.APIOptions, st.timer.Install) })
+	d.capacity.Reader = dynamodb.NewFromConfig(d.plainCfg, func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, st.meterTimer.Install) })
 	return d, st
 }
 
@@ -328,6 +339,9 @@ func BenchmarkAWSFanOut10000(b *testing.B) {
 	var lag time.Duration
 	runs := 0
 	start := time.Now()
+	cpu0 := childCPU()
+	stop := st.progress(time.Minute, n)
+	defer stop()
 	for b.Loop() {
 		u, l := d.fanOutRun(b, fmt.Sprintf("b%d", runs), n, 10, st)
 		used, lag = used.add(u), lag+l
@@ -355,6 +369,34 @@ func BenchmarkAWSFanOut10000(b *testing.B) {
 	b.ReportMetric(float64(lag.Microseconds())/1e3/float64(runs), "ms-last-result-to-commit")
 	b.Log(fanSummary(used.scale(1/float64(runs)), n, lag/time.Duration(runs)))
 	b.Logf("%d deliveries refused (another handler held the task's lease) and delivered again", d.redelivered)
+	st.mu.Lock()
+	b.Log(pace(st.start, st.records))
+	st.mu.Unlock()
+	b.Logf("the emulators (moto_server; dynalite if used) used %v of CPU in %v", (childCPU() - cpu0).Round(time.Second), time.Since(start).Round(time.Second))
+	b.Log(st.timer.report(n))
+	b.Log("the capacity meter's own reads: " + st.meterTimer.report(n))
+}
+
+// progress prints, every period until stop is called, how many results
+// of a run of n tasks are recorded, to follow a long benchmark.
+func (s *stamps) progress(period time.Duration, n int) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s.mu.Lock()
+				k, start := len(s.records), s.start
+				s.mu.Unlock()
+				fmt.Fprintf(os.Stderr, "fan-out: %d of %d results recorded after %v (%v)\n", k, n, time.Since(start).Round(time.Second), time.Now().UTC().Format(time.TimeOnly))
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // deliverParallel delivers every message sent until none is left, as

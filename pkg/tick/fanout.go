@@ -55,7 +55,7 @@ func (h *Handler) countSettled(ctx context.Context, c SettleCounter, g *pregel.G
 		if tc, ok := c.(TaskSettleCounter); ok {
 			// The count may be spread over shards: the store says
 			// whether this handler reads the results.
-			all, err := tc.SettledAll(ctx, cp.RunID, step, stored.TaskID, remoteTasks(g, tasks))
+			all, err := tc.SettledAll(ctx, cp.RunID, step, stored.TaskID, h.remoteTasks(g, tasks))
 			return 0, all, err
 		}
 		n, err := c.CountSettled(ctx, cp.RunID, step)

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/superstep/superstep/pkg/pregel"
@@ -110,6 +111,12 @@ type Handler struct {
 	// Threads, when set, passes a thread on when a run of it stops and
 	// starts a thread's runs from its state (see Threads; runs.Service).
 	Threads Threads
+
+	// planned holds the *planned of the wide step a node task planned
+	// last (plan.go). An atomic.Value, not an atomic.Pointer, so that a
+	// Handler may still be copied as a value (a copy starts from the same
+	// memo and goes its own way).
+	planned atomic.Value
 }
 
 // RunLoader reads what a tick starts from: a run record, its newest
@@ -1110,7 +1117,7 @@ func (h *Handler) node(ctx context.Context, nt NodeTask, ch *chain, pre *tickRun
 		log.InfoContext(ctx, "node task of a run being drained whose step has not started: not executed; the run stops before the step")
 		return h.finish(ctx, cp, run.ID, pregel.RunDrained, nil, "", "")
 	}
-	tasks := g.Plan(cp)
+	tasks := h.plan(g, cp)
 	var task *pregel.Task
 	for i := range tasks {
 		if tasks[i].ID == nt.TaskID {
@@ -1248,7 +1255,7 @@ func (h *Handler) settle(ctx context.Context, g *pregel.Graph, cp *pregel.Checkp
 		if err != nil {
 			return err
 		}
-		if n < remoteTasks(g, tasks) && !early {
+		if n < h.remoteTasks(g, tasks) && !early {
 			return nil
 		}
 	}
@@ -1276,7 +1283,7 @@ func (h *Handler) leasedElsewhere(ctx context.Context, t pregel.Task) (bool, err
 // results (see SettleCounter).
 func (h *Handler) counting(g *pregel.Graph, tasks []pregel.Task) bool {
 	_, ok := h.Checkpoints.(SettleCounter)
-	return ok && remoteTasks(g, tasks) >= CountSettledFrom
+	return ok && h.remoteTasks(g, tasks) >= CountSettledFrom
 }
 
 // remoteTasks counts the tasks of a step that node handlers execute.
