@@ -105,3 +105,18 @@ func BenchmarkNodePlan10000(b *testing.B) {
 		}
 	})
 }
+
+// TestSameTriggersComparesEveryField fails when pregel.Trigger gains a
+// field: sameTriggers and cloneTriggers must then compare and copy it, or
+// a node handler would take a step it remembered for a different one.
+func TestSameTriggersComparesEveryField(t *testing.T) {
+	compared := []string{"Node", "From", "Send", "Arg", "Failure", "Skip", "Fan"}
+	typ := reflect.TypeFor[pregel.Trigger]()
+	var fields []string
+	for i := range typ.NumField() {
+		fields = append(fields, typ.Field(i).Name)
+	}
+	if !reflect.DeepEqual(fields, compared) {
+		t.Fatalf("pregel.Trigger has fields %v; sameTriggers and cloneTriggers handle %v: update them", fields, compared)
+	}
+}
